@@ -11,16 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import agent_scheduler
-from agent_core import (
-    Config,
-    PermissionGate,
-    SessionBusy,
-    SessionNotFound,
-    SessionStore,
-    StopToken,
-    Workspace,
-)
+from agent_core import Config, PermissionGate, StopToken, Workspace
 from agent_llm import RunResult, run_agent
+from agent_sessions import SessionBusy, SessionNotFound, SessionStore
 
 EXIT_CODES = {
     "completed": 0,

@@ -28,8 +28,6 @@ from agent_core import (
     Config,
     LoopDetector,
     PermissionGate,
-    Session,
-    SessionStore,
     StopToken,
     Workspace,
     estimate_tokens,
@@ -50,6 +48,7 @@ from agent_prompts import (
     resume_message,
     system_prompt,
 )
+from agent_sessions import Session, SessionStore
 from agent_tools import Services, ToolContext, Toolset, default_toolset
 from llm_client import (
     Callbacks,

@@ -10,7 +10,8 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from agent_core import STATUS_WAITING, Config, Session, Workspace
+from agent_core import STATUS_WAITING, Config, Workspace
+from agent_sessions import Session
 from tool_registry import Toolset
 from toolcall_parsing import strip_calls
 

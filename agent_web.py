@@ -16,7 +16,8 @@ from pathlib import Path
 
 from flask import Flask, Response, jsonify, render_template, request, send_file
 
-from agent_core import VERSION, Config, ConfigError, SessionStore, Workspace
+from agent_core import VERSION, Config, ConfigError, Workspace
+from agent_sessions import SessionStore
 from web_auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, new_pin
 from web_events import EventHub, stream
 from web_files import FileProblem, describe_file, list_directory, raw_file, save_upload

@@ -24,11 +24,11 @@ from agent_core import (
     STATUS_MAX_ITERATIONS,
     STATUS_WAITING,
     PermissionGate,
-    SessionStore,
     StopToken,
     utc_now,
 )
 from agent_llm import RunResult, run_agent
+from agent_sessions import SessionStore
 from bca_manifest import TaskSpec
 from bca_records import (
     brief_prompt,

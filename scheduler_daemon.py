@@ -16,12 +16,11 @@ from agent_core import (
     STATUS_WAITING,
     Config,
     PermissionGate,
-    SessionBusy,
-    SessionStore,
     StopToken,
     atomic_write,
     read_json,
 )
+from agent_sessions import SessionBusy, SessionStore
 from scheduler_files import (
     DaemonLock,
     History,

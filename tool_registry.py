@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from agent_core import Config, PathError, Session, StopToken, Workspace
+from agent_core import Config, PathError, StopToken, Workspace
+from agent_sessions import Session
 
 
 class ToolError(Exception):

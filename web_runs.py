@@ -17,18 +17,9 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from agent_core import (
-    STATUS_ERROR,
-    STATUS_RUNNING,
-    Config,
-    PermissionGate,
-    Session,
-    SessionBusy,
-    SessionStore,
-    StopToken,
-    Workspace,
-)
+from agent_core import STATUS_ERROR, STATUS_RUNNING, Config, PermissionGate, StopToken, Workspace
 from agent_llm import run_agent
+from agent_sessions import Session, SessionBusy, SessionStore
 from agent_tools import Services
 from web_events import EventHub, frame
 from web_server import trim_memory

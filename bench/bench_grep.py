@@ -13,7 +13,8 @@ import shutil
 import subprocess
 import zlib
 
-from agent_core import Session, Workspace
+from agent_core import Workspace
+from agent_sessions import Session
 from agent_tools import Services, ToolContext, default_toolset
 from bench.common import (
     WORDS,

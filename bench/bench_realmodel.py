@@ -34,8 +34,8 @@ if __package__ in (None, ""):  # run as a script: make `bench` and the project i
 import requests
 
 import embedded_llm
-from agent_core import SessionStore
 from agent_prompts import system_prompt
+from agent_sessions import SessionStore
 from agent_setup import Runtime
 from bench.common import at_most, figure, make_config, median, result, temp_workspace
 from llm_client import Callbacks, LLMClient, LLMError

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import time
 
-from agent_core import Compactor, SessionStore, estimate_tokens
+from agent_core import Compactor, estimate_tokens
 from agent_llm import SUMMARY_TOKENS, open_session, run_agent
+from agent_sessions import SessionStore
 from bench.common import (
     ROOT,
     WORDS,

@@ -15,7 +15,8 @@ for path in (ROOT, ROOT / "tests"):
 
 from scripted_llm import ScriptedLLM  # noqa: E402
 
-from agent_core import Config, SessionStore, Workspace  # noqa: E402
+from agent_core import Config, Workspace  # noqa: E402
+from agent_sessions import SessionStore  # noqa: E402
 from agent_tools import Services, ToolContext  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() == "true"

@@ -17,8 +17,9 @@ from conftest import make_config, tool_context
 from scripted_llm import text, tool_call
 
 from agent_bca import BcaSettings, agent_toolset
-from agent_core import PermissionGate, SessionStore, StopToken, Workspace
+from agent_core import PermissionGate, StopToken, Workspace
 from agent_llm import run_agent
+from agent_sessions import SessionStore
 from bca_manifest import MAX_TASKS, ManifestError, parse_manifest
 from bca_run import REMINDER
 from tool_registry import Services

@@ -20,7 +20,8 @@ from scripted_llm import error, text, tool_call
 
 import agent_scheduler
 from agent_cli import Repl, TerminalIO
-from agent_core import SessionStore, describe_settings
+from agent_core import describe_settings
+from agent_sessions import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {name for name, _, _ in describe_settings()}

@@ -9,8 +9,9 @@ import json
 from conftest import make_config
 from scripted_llm import context_overflow, error, text, tool_call
 
-from agent_core import SUMMARY_MARK, SessionStore
+from agent_core import SUMMARY_MARK
 from agent_llm import run_agent
+from agent_sessions import SessionStore
 from agent_tools import default_toolset
 
 TASK = "TASK-MARKER: read every chapter and record progress"

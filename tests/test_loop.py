@@ -9,8 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from scripted_llm import text, tool_call
 
-from agent_core import SessionStore
 from agent_llm import run_agent
+from agent_sessions import SessionStore
 
 
 def run(config, task="do the task", **kw):

@@ -24,8 +24,9 @@ from conftest import need
 from realmodel_fixtures import N_CTX, Relay, need_model, need_module, real_config, start_xllama
 
 from agent_cli import EXIT_CODES
-from agent_core import PathError, SessionStore, Workspace, describe_settings
+from agent_core import PathError, Workspace, describe_settings
 from agent_llm import run_agent
+from agent_sessions import SessionStore
 from agent_setup import Runtime
 from agent_tools import Services, Toolset, default_toolset
 from llm_client import Callbacks, LLMClient, probe_model

@@ -23,9 +23,10 @@ from scripted_llm import ScriptedLLM, text
 from test_sessions import held
 
 import agent_scheduler
-from agent_core import Config, ConfigError, SessionBusy, SessionStore
+from agent_core import Config, ConfigError
 from agent_llm import run_agent
 from agent_scheduler import Paths, SchedulerLocked, parse_time, start_background, submit
+from agent_sessions import SessionBusy, SessionStore
 
 DONE = text("done\nTASK_COMPLETE")
 

@@ -13,8 +13,9 @@ from scripted_llm import call, error, text, tool_call, tool_calls
 from test_cli import Running, cli, cli_env, only_session
 from test_compaction import assert_paired
 
-from agent_core import SessionBusy, SessionNotFound, SessionStore, StopToken, new_session_id
+from agent_core import StopToken
 from agent_llm import AgentRun, run_agent
+from agent_sessions import SessionBusy, SessionNotFound, SessionStore, new_session_id
 from waiting_index import WaitingIndex
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}

@@ -286,7 +286,7 @@ def test_upload_refuses_an_uploads_link_leading_outside(signed_in, workspace, tm
 
 
 def test_sessions_are_listed_and_unknown_ids_are_404(signed_in, workspace):
-    from agent_core import SessionStore
+    from agent_sessions import SessionStore
 
     session = SessionStore(workspace).create("an old task", source="cli")
     session.append({"role": "user", "content": "an old task"})

@@ -13,7 +13,7 @@ from conftest import ROOT, make_config, need
 from scripted_llm import error, text, tool_call
 from test_web_support import CHROMIUM, CHROMIUM_ARGS, WebHarness
 
-from agent_core import SessionStore
+from agent_sessions import SessionStore
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ from conftest import make_config
 from scripted_llm import text, tool_call
 from test_web_support import WebHarness
 
-from agent_core import SessionStore
+from agent_sessions import SessionStore
 from web_events import EventHub
 
 SLOW = {"chunk_size": 2, "chunk_delay": 0.05}  # a reply that streams for a few seconds

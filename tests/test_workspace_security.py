@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import make_config, tool_context
 
-from agent_core import SessionStore
+from agent_sessions import SessionStore
 from agent_tools import default_toolset
 
 SECRET = "TOPSECRET-7f3a"
