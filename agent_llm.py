@@ -462,6 +462,8 @@ class AgentRun:
             return {"success": False, "error": note}
         if note:
             self.emit("status", message=note)
+        if tool.changes_things:
+            self.session.sync()  # the call that causes a change is on disk before the change
         return self.toolset.execute(self.ctx, name, raw)
 
     def check_loop(self, name: str, raw, result: dict) -> None:

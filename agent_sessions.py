@@ -16,6 +16,7 @@ from pathlib import Path
 from agent_core import (
     STATUS_RUNNING,
     Workspace,
+    atomic_write,
     estimate_tokens,
     locked,
     read_json,
@@ -79,8 +80,98 @@ class RunState:
         return "\n".join(parts)
 
 
+class DiskWriter:
+    """Forces one session's files to disk on a helper thread while the run goes on.
+
+    A transcript line is written to the OS before `Session.append` returns, so a killed process
+    loses nothing. The fsync that also protects it from a power cut runs here, overlapping the
+    tool call or model request that follows, and the next append waits for it: at most the
+    newest message is ever not yet on disk. The per-step metadata is written here too (only the
+    newest snapshot). The thread ends when idle; errors surface at the next `settle`.
+    """
+
+    IDLE_SECONDS = 5.0
+
+    def __init__(self, name: str):
+        self.name = name  # of the thread
+        self._cond = threading.Condition()
+        self._fd: int | None = None  # a transcript to fsync
+        self._meta: tuple[Path, bytes] | None = None  # a metadata snapshot to write
+        self._busy = False
+        self._closing = False
+        self._error: OSError | None = None
+        self._thread: threading.Thread | None = None
+
+    def fsync_later(self, fd: int) -> None:
+        with self._cond:
+            self._fd = fd
+            self._wake()
+
+    def write_meta_later(self, path: Path, meta: dict) -> None:
+        encoded = json.dumps(meta, ensure_ascii=False, indent=2).encode("utf-8")  # a snapshot
+        with self._cond:
+            self._meta = (path, encoded)
+            self._wake()
+
+    def settle(self) -> None:
+        """Wait until everything handed over is on disk; raise the error the writer met."""
+        with self._cond:
+            self._cond.wait_for(self._idle)
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        """Settle, then let the thread end (a later hand-over starts a new one)."""
+        try:
+            self.settle()
+        finally:
+            with self._cond:
+                self._closing = True
+                self._cond.notify_all()
+
+    def _idle(self) -> bool:
+        return not self._busy and self._fd is None and self._meta is None
+
+    def _wake(self) -> None:
+        self._closing = False
+        self._cond.notify_all()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                pending = self._cond.wait_for(
+                    lambda: not self._idle() or self._closing, timeout=self.IDLE_SECONDS
+                )
+                if not pending or self._idle():  # idle too long, or closed
+                    self._thread = None
+                    return
+                fd, meta, self._fd, self._meta = self._fd, self._meta, None, None
+                self._busy = True
+            error = self._flush(fd, meta)
+            with self._cond:
+                self._busy = False
+                self._error = self._error or error
+                self._cond.notify_all()
+
+    @staticmethod
+    def _flush(fd: int | None, meta: tuple[Path, bytes] | None) -> OSError | None:
+        try:
+            if fd is not None:
+                os.fsync(fd)
+            if meta is not None:
+                atomic_write(*meta, durable=False)
+        except OSError as exc:
+            return exc
+        return None
+
+
 class Session:
-    """One conversation on disk: an append-only, fsynced transcript plus small metadata files.
+    """One conversation on disk: an append-only, fsynced transcript plus small metadata files
+    (see DiskWriter for when each reaches the disk).
 
     `<id>.jsonl` holds one record per line: {"message": {...}} or {"compact": {...}}.
     `<id>.meta.json` holds task, status, times, counters; `<id>.state.json` the RunState.
@@ -98,6 +189,7 @@ class Session:
         self._lock = threading.Lock()
         self._handle = None
         self._size = 0  # bytes of the transcript file this object has read or written
+        self._disk = DiskWriter(f"lmagent-sync-{session_id}")
 
     @property
     def transcript_path(self) -> Path:
@@ -112,7 +204,8 @@ class Session:
         return self.directory / f"{self.id}.state.json"
 
     def append(self, message: dict) -> None:
-        """Add a message to the history and make it durable before returning."""
+        """Add a message to the history; it is in the file when this returns, and forced to
+        disk before the next append (or `sync`) returns."""
         with self._lock:
             self._write_record({"message": message})
             self.transcript.append(message)
@@ -127,7 +220,13 @@ class Session:
             self.history_tokens = estimate_tokens(self.history)
             self.revision += 1
 
+    def sync(self) -> None:
+        """Return once everything written so far is on disk (before an action that changes
+        things, so a power cut never loses the call that caused it)."""
+        self._disk.settle()
+
     def _write_record(self, record: dict) -> None:
+        self._disk.settle()  # the previous record is on disk before the next is written
         if self._handle is None:
             self._handle = open(self.transcript_path, "ab")  # noqa: SIM115 - kept open on purpose
             if not _ends_cleanly(self.transcript_path):
@@ -137,17 +236,22 @@ class Session:
         data = line.encode("utf-8")
         self._handle.write(data)
         self._handle.flush()
-        os.fsync(self._handle.fileno())
         self._size += len(data)
+        self._disk.fsync_later(self._handle.fileno())
 
     def save_meta(self, durable: bool = True, **changes) -> None:
-        """Write the metadata; durable=False for the per-step counters (the transcript, fsynced
-        per message, is the record; a status change is always forced to disk)."""
+        """Write the metadata. durable=False is for the per-step counters: written in the
+        background, never forced to disk (the fsynced transcript is the record). A status
+        change is always written and forced to disk before this returns."""
         with self._lock:
             self.meta.update(changes)
             self.meta["updated"] = utc_now()
             self.meta["messages"] = len(self.transcript)
-            write_json(self.meta_path, self.meta, durable=durable or "status" in changes)
+            if durable or "status" in changes:
+                self._disk.settle()  # no older snapshot may land after this one
+                write_json(self.meta_path, self.meta)
+            else:
+                self._disk.write_meta_later(self.meta_path, self.meta)
 
     def save_state(self) -> None:
         with self._lock:
@@ -155,9 +259,12 @@ class Session:
 
     def close(self) -> None:
         with self._lock:
-            if self._handle is not None:
-                self._handle.close()
-                self._handle = None
+            try:
+                self._disk.close()
+            finally:
+                if self._handle is not None:
+                    self._handle.close()
+                    self._handle = None
 
     def refresh(self) -> None:
         """Re-read the session when another run wrote to it after this object loaded it (for a

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import threading
+import time
 
 import pytest
 from conftest import make_config
@@ -134,7 +135,13 @@ def test_metadata_is_correct_after_each_save(workspace, llm, config):
 
     def saved(iterations, tokens):
         def check(body):
-            (meta,) = [m for m in store.list() if m["id"] != parent.id]
+            # the per-step counters are written in the background: within moments, not at once
+            deadline = time.monotonic() + 5
+            while True:
+                (meta,) = [m for m in store.list() if m["id"] != parent.id]
+                if meta["iterations"] == iterations or time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
             assert meta["status"] == "running"
             assert meta["iterations"] == iterations
             assert meta["tokens"] == tokens
@@ -372,3 +379,34 @@ def test_a_tool_name_that_is_not_a_string_is_an_unknown_tool(workspace, config):
         result = run.run_call({"id": "c1", "name": name, "arguments": {}})
         assert result["success"] is False
         assert result["error"].startswith("unknown tool"), name
+
+
+def test_a_failed_background_write_is_reported_at_the_next_append_and_nothing_is_lost(workspace):
+    store = SessionStore(workspace)
+    session = store.create("task")
+    session.append({"role": "user", "content": "first"})
+    session.meta_path.unlink()
+    session.meta_path.mkdir()  # the metadata file can no longer be replaced
+    session.save_meta(durable=False)  # per-step counters: written in the background
+    with pytest.raises(OSError):
+        session.append({"role": "user", "content": "second"})
+    session.meta_path.rmdir()
+    session.append({"role": "user", "content": "second"})  # the problem is gone: go on
+    session.save_meta(status="interrupted")
+    session.close()
+    reopened = store.open(session.id)
+    assert [m["content"] for m in reopened.transcript] == ["first", "second"]
+    assert reopened.meta["status"] == "interrupted"
+
+
+def test_closing_a_session_leaves_no_writer_thread_behind(workspace):
+    session = SessionStore(workspace).create("task")
+    for index in range(20):
+        session.append({"role": "user", "content": f"message {index}"})
+        session.save_meta(durable=False)
+    session.close()
+    deadline = time.monotonic() + 5
+    while any(t.name == f"lmagent-sync-{session.id}" for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the session's writer thread is still running"
+        time.sleep(0.01)
+    assert json.loads(session.meta_path.read_text())["messages"] == 20
