@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import operator
 import re
 import socket
 import threading
@@ -390,7 +389,7 @@ def _connect(conn: http.client.HTTPConnection, url: str) -> None:
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def _post(conn, target: str, data: bytes, headers: dict, reused: bool, url: str):
+def _post(conn, target: str, data: list[bytes], headers: dict, reused: bool, url: str):
     """Send the request; a kept-alive connection the server has meanwhile closed is replaced
     by a fresh one once (that is not a failure of the server)."""
     try:
@@ -597,10 +596,13 @@ class LLMClient:
         if stop.stopped:
             raise LLMStopped(stop.reason)
         conn.sock.settimeout(self.config.llm_timeout)
-        headers = {"Content-Type": "application/json"}
+        data = self._messages.encode_body(body)
+        headers = {
+            "Content-Type": "application/json",
+            "Content-Length": str(sum(len(chunk) for chunk in data)),
+        }
         if self.config.llm_api_key:
             headers["Authorization"] = f"Bearer {self.config.llm_api_key}"
-        data = self._messages.encode_body(body)
         try:
             response = _post(conn, _target(self.url), data, headers, reused, self.url)
         except TimeoutError:
@@ -639,53 +641,75 @@ class LLMClient:
 
 class MessageCache:
     """Each history message is cleaned and JSON-encoded once, not on every request: at step 500
-    a request carries ~1,000 messages and re-encoding them all would dominate the step.
+    a request carries ~1,000 messages (~450 KB), and re-encoding, or even re-joining, them all
+    would dominate the step.
 
-    The history only grows between requests (or is rewritten by a compaction), so when every
-    earlier message is the very same object only the new ones are cleaned and encoded; the
-    previous messages are kept alive here, so an identity is never mistaken for a new object's."""
+    The history only grows between requests (or is rewritten by a compaction). While the earlier
+    messages are unchanged, only the new ones are cleaned and encoded; their encodings go into
+    blocks of about BLOCK bytes that are never copied again, and a request body is sent as the
+    list of those chunks (`encode_body`)."""
+
+    BLOCK = 64 * 1024
 
     def __init__(self):
         self._lock = threading.Lock()
         self._raw: list[dict] = []  # the messages of the latest request...
         self._cleaned: list[dict] = []  # ...cleaned (the list clean() returned)...
-        self._encoded: list[bytes] = []  # ...and encoded, position by position
+        self._system = b""  # ...the encoding of the first (the system prompt, rebuilt each step)
+        self._blocks: list[bytes] = []  # ...and of the others, each with a leading comma
+        self._open: list[bytes] = []  # encodings not yet joined into a block
+        self._open_size = 0
+        self._fields: tuple[dict, bytes] = ({}, b"}")  # the other body fields, their encoding
 
     def clean(self, messages: list[dict]) -> list[dict]:
         with self._lock:
             kept = self._unchanged_prefix(messages)
-            fresh = [clean_message(m) for m in messages[kept:]]
-            if kept:
-                head = [clean_message(messages[0])]  # the system prompt is rebuilt each step
-                fresh = head + self._cleaned[1:kept] + fresh
-                encoded = [_encode(head[0]), *self._encoded[1:kept]]
-            else:
-                encoded = []
-            encoded += [_encode(m) for m in fresh[len(encoded) :]]
-            self._raw, self._cleaned, self._encoded = list(messages), fresh, encoded
-            return fresh
+            if not kept:
+                self._blocks, self._open, self._open_size = [], [], 0
+            fresh = [clean_message(m) for m in messages[max(kept, 1) :]]
+            head = [clean_message(m) for m in messages[:1]]
+            self._cleaned = head + self._cleaned[1:kept] + fresh
+            self._system = _encode(head[0]) if head else b""
+            for message in fresh:
+                self._add(b"," + _encode(message))
+            self._raw = list(messages)
+            return self._cleaned
 
     def _unchanged_prefix(self, messages: list[dict]) -> int:
-        """How many leading messages (the first, the system prompt, aside) are the very objects
-        of the previous request; 0 when the history was rewritten (a compaction)."""
+        """How many leading messages (the first, the system prompt, aside) are those of the
+        previous request; 0 when the history was rewritten (a compaction). The comparison of two
+        lists checks identity first, in C: cheap even at 1,000 messages."""
         old = self._raw
         if len(old) < 2 or len(messages) < len(old):
             return 0
-        if all(map(operator.is_, old[1:], messages[1 : len(old)])):  # in C: cheap at 1,000
-            return len(old)
-        return 0
+        return len(old) if old[1:] == messages[1 : len(old)] else 0
 
-    def encode_body(self, body: dict) -> bytes:
-        """The request body as JSON bytes, reusing each message's encoding."""
+    def _add(self, encoded: bytes) -> None:
+        self._open.append(encoded)
+        self._open_size += len(encoded)
+        if self._open_size >= self.BLOCK:
+            self._blocks.append(b"".join(self._open))
+            self._open, self._open_size = [], 0
+
+    def encode_body(self, body: dict) -> list[bytes]:
+        """The request body as JSON, in chunks to send one after the other: the history's
+        encodings are reused, and its blocks are not copied into one buffer."""
         messages = body.get("messages", [])
         with self._lock:
-            if messages is self._cleaned:
-                parts = self._encoded
+            if messages is self._cleaned and messages:
+                history = [self._system, *self._blocks, b"".join(self._open)]
             else:
-                parts = [_encode(message) for message in messages]
-            head = b'{"messages":[' + b",".join(parts) + b"]"
-        rest = _encode({k: v for k, v in body.items() if k != "messages"})
-        return head + (b"," + rest[1:] if rest != b"{}" else b"}")
+                history = [b",".join(_encode(message) for message in messages)]
+            tail = self._encoded_fields({k: v for k, v in body.items() if k != "messages"})
+        return [b'{"messages":[', *history, b"]", tail]
+
+    def _encoded_fields(self, fields: dict) -> bytes:
+        """The body's other fields (tools, model, ...) with a leading comma and the closing
+        brace; encoded again only when they change (the tool list is usually the same object)."""
+        if fields != self._fields[0]:
+            encoded = _encode(fields)
+            self._fields = (fields, b"," + encoded[1:] if fields else b"}")
+        return self._fields[1]
 
 
 def _encode(value: object) -> bytes:

@@ -279,6 +279,7 @@ class Toolset:
 
     def __init__(self, tools: list[Tool]):
         self.tools = {tool.name: tool for tool in tools}
+        self._schemas = [tool.schema() for tool in self.tools.values()]  # one list, reused
 
     def __contains__(self, name: str) -> bool:
         return name in self.tools
@@ -287,7 +288,7 @@ class Toolset:
         return list(self.tools)
 
     def schemas(self) -> list[dict]:
-        return [tool.schema() for tool in self.tools.values()]
+        return self._schemas
 
     def without(self, *names: str) -> Toolset:
         return Toolset([t for n, t in self.tools.items() if n not in names])

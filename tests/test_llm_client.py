@@ -615,11 +615,11 @@ def test_the_request_body_stays_exact_while_the_message_cache_reuses_encodings()
     for step in range(30):
         messages = [{"role": "system", "content": f"prompt {step}"}, *history]
         body = {"messages": cache.clean(messages), "stream": True, "temperature": 0.5}
-        assert json.loads(cache.encode_body(body)) == body
+        assert json.loads(b"".join(cache.encode_body(body))) == body
         assert body["messages"][0]["content"] == f"prompt {step}"
         history.append({"role": "assistant", "content": None, "tool_calls": [{"id": str(step)}]})
         history.append({"role": "tool", "tool_call_id": str(step), "content": "ok"})
         if step == 20:
             history = [{"role": "user", "content": "summary"}, *history[-4:]]
     other = {"messages": [{"role": "user", "content": "elsewhere"}]}
-    assert json.loads(cache.encode_body(other)) == other
+    assert json.loads(b"".join(cache.encode_body(other))) == other
