@@ -3,19 +3,19 @@
 One session makes STEPS tool calls (a read of a small file, arguments differing each step so
 loop detection stays quiet) and then answers TASK_COMPLETE. A step is delimited by the loop's
 own `iteration` events. Right after the agent's request of a measured step, the same request
-bytes are sent again with a bare `requests` POST (same server, same reply, stream read to the
-end); the agent's overhead for that step is its wall time (replays left out) minus the median
-of those bare round trips.
+bytes, in the same chunks, are sent again with a bare `http.client` POST (same server, same
+reply, read to the end); the agent's overhead for that step is its wall time (replays left out)
+minus the median of those bare round trips.
 """
 
 from __future__ import annotations
 
+import http.client
 import itertools
-import json
 import os
+import socket
 import time
-
-import requests
+from urllib.parse import urlsplit
 
 from agent_llm import run_agent
 from bench.common import (
@@ -44,13 +44,13 @@ RAM_DISK = "/dev/shm"
 
 class TimedClient(LLMClient):
     """The real client; records each chat() call's duration, and for the steps in `measure`
-    sends the same request bytes again with bare `requests` right after the agent's own request
-    (same moment, same machine state). The replays' time is left out of the step afterwards."""
+    sends the same request bytes again with bare `http.client` right after the agent's own
+    request (same moment, same machine state). The replays' time is left out of the step."""
 
-    def __init__(self, config, measure: set[int], http: requests.Session):
+    def __init__(self, config, measure: set[int], bare: http.client.HTTPConnection):
         super().__init__(config)
         self.measure = measure
-        self.http = http
+        self.bare_connection = bare
         self.seconds: list[float] = []
         self.bare: dict[int, tuple[float, float]] = {}  # step -> (wall, CPU) of a bare trip
         self.excluded: dict[int, tuple[float, float]] = {}  # step -> time spent replaying
@@ -64,24 +64,37 @@ class TimedClient(LLMClient):
             step = len(self.seconds)
             if step in self.measure:
                 begin, begin_cpu = time.perf_counter(), time.process_time()
-                body = self.build_body(messages, tools or [], True)
-                self.bare[step] = bare_round_trip(self.http, self.url, body)
+                # the very chunks the client sent (the encodings are cached, not redone)
+                chunks = self._messages.encode_body(self.build_body(messages, tools or [], True))
+                self.bare[step] = bare_round_trip(self.bare_connection, self.url, chunks)
                 spent = (time.perf_counter() - begin, time.process_time() - begin_cpu)
                 self.excluded[step] = spent
 
 
-def bare_round_trip(http: requests.Session, url: str, body: dict) -> tuple[float, float]:
+def bare_connection(url: str) -> http.client.HTTPConnection:
+    """A kept-alive connection set up as the client's are (Nagle off)."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    connection.connect()
+    connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return connection
+
+
+def bare_round_trip(
+    connection: http.client.HTTPConnection, url: str, chunks: list[bytes]
+) -> tuple[float, float]:
     """Median wall and CPU seconds of the bare HTTP exchange: POSTing the request's bytes
-    (encoded beforehand, outside the timing: encoding is the agent's own work) with a plain
-    requests call and reading the whole stream."""
+    (encoded beforehand, outside the timing: encoding is the agent's own work) in the same
+    chunks with plain http.client, and reading the whole reply."""
     walls, cpus = [], []
-    headers = {"Content-Type": "application/json"}
-    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    headers = {
+        "Content-Type": "application/json",
+        "Content-Length": str(sum(len(chunk) for chunk in chunks)),
+    }
     for _ in range(REPLAYS):
         start, start_cpu = time.perf_counter(), time.process_time()
-        with http.post(url, data=data, headers=headers, stream=True, timeout=30) as response:
-            for _chunk in response.iter_content(chunk_size=None):
-                pass
+        connection.request("POST", urlsplit(url).path, chunks, headers)
+        connection.getresponse().read()
         walls.append(time.perf_counter() - start)
         cpus.append(time.process_time() - start_cpu)
     return median(walls), median(cpus)
@@ -122,8 +135,8 @@ def one_session(compaction: bool = False, parent: str | None = None) -> dict:
             config = config.with_changes(summarization_threshold=NO_COMPACTION)
         marks: list[tuple[float, float]] = []
         compactions: list[str] = []
-        http = requests.Session()
-        client = TimedClient(config, {*EARLY, *LATE}, http)
+        bare = bare_connection(url)
+        client = TimedClient(config, {*EARLY, *LATE}, bare)
 
         def sink(event: dict) -> None:
             if event["type"] in ("iteration", "done"):
@@ -131,8 +144,10 @@ def one_session(compaction: bool = False, parent: str | None = None) -> dict:
             elif event["type"] == "status" and "compacted" in str(event.get("message")):
                 compactions.append(event["message"])
 
-        with http:
+        try:
             outcome = run_agent(config, "Read the modules in src/.", sink=sink, client=client)
+        finally:
+            bare.close()
         if outcome.status != "completed" or len(client.seconds) != STEPS + 1:
             raise RuntimeError(
                 f"the run ended {outcome.status} ({outcome.message[:200]}) after "
@@ -234,11 +249,12 @@ def run() -> dict:
 One session = {STEPS} steps that each read a small file with a native tool call, then
 TASK_COMPLETE; steps are delimited by the loop's `iteration` events. The scripted server
 (tests/scripted_llm.py) runs in its own process, as a real LLM server does. Overhead = step wall
-time minus the median of {REPLAYS} bare `requests` round trips (one kept-alive connection) of the
-same request bytes to the same server, made right after the agent's own request and left out
-of the step's time; the bare figure is the HTTP exchange alone (sending bytes encoded beforehand,
-the server's work, reading the SSE stream), so encoding the request counts as the agent's
-overhead. Pooled over {SESSIONS} sessions with compaction disabled
+time minus the median of {REPLAYS} bare `http.client` round trips (one kept-alive connection,
+Nagle off, as the client's) of the same request bytes in the same chunks to the same server,
+made right after the agent's own request and left out of the step's time; the bare figure is
+the HTTP exchange alone (sending bytes encoded beforehand, the server's work, reading the
+reply), so encoding the request counts as the agent's overhead. Pooled over {SESSIONS} sessions
+with compaction disabled
 (threshold raised, so the history grows to ~{2 * STEPS} messages); one more session at the
 default threshold shows the effect of compaction. "Loop outside client.chat" is the loop's own
 bookkeeping (prompt assembly, token estimate, tool execution, fsynced appends, metadata);
