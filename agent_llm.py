@@ -286,16 +286,17 @@ class AgentRun:
         try:
             calls, native = self.parse(reply)
         except FormatError as exc:
-            self.record_assistant(reply.content, [])
+            self.session.append(assistant_message(reply.content, []))
             self.reprompt(str(exc))
             return
-        self.record_assistant(reply.content, calls if native else [])
+        message = assistant_message(reply.content, calls if native else [])
         if not calls:
+            self.session.append(message)
             self.decide(reply.content)
             return
         self.format_errors = 0
         self.nudges = 0
-        self.run_calls(calls, native)
+        self.run_calls(message, calls, native)
         if COMPLETE_LINE.search(reply.content) and self.last_calls_ok:
             raise Completed(final_text(reply.content))
 
@@ -304,7 +305,7 @@ class AgentRun:
     def system_message(self) -> dict:
         if self._system is None:
             prompt = system_prompt(
-                self.config, self.session, self.toolset, self.client.native_tools
+                self.ctx.workspace, self.session, self.toolset, self.client.native_tools
             )
             self._system = {"role": "system", "content": prompt}
         return self._system
@@ -360,19 +361,6 @@ class AgentRun:
 
     # ------------------------------------------------------------------ history
 
-    def record_assistant(self, content: str, native_calls: list[dict]) -> None:
-        message: dict = {"role": "assistant", "content": content}
-        if native_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c["id"],
-                    "type": "function",
-                    "function": {"name": c["name"], "arguments": _history_arguments(c)},
-                }
-                for c in native_calls
-            ]
-        self.session.append(message)
-
     def reprompt(self, problem: str) -> None:
         """Tell the model its reply could not be used; after MAX_FORMAT_ERRORS the run fails."""
         self.format_errors += 1
@@ -391,7 +379,12 @@ class AgentRun:
 
     # ------------------------------------------------------------------ tools
 
-    def run_calls(self, calls: list[dict], native: bool) -> None:
+    def run_calls(self, message: dict, calls: list[dict], native: bool) -> None:
+        """Record the assistant `message`, run its calls, record their results. When every call
+        only reads, the results join the message's fsync instead of waiting for it (a power
+        cut then loses at most this step, and nothing it changed)."""
+        self.session.append(message)
+        reads_only = not any(self.toolset.changes_things(call["name"]) for call in calls)
         self.last_calls_ok = True
         results = []
         for call in calls:
@@ -403,7 +396,7 @@ class AgentRun:
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
             results.append(result)
-        self.record_results(calls, results, native)
+        self.session.extend(result_messages(calls, results, native), group=reads_only)
         self.session.save_meta(durable=False)
         if self.stop.stopped:
             raise Interrupted(self.stop.reason or "stopped")
@@ -411,23 +404,6 @@ class AgentRun:
             raise Blocked(self.loop_message)
         if self.final_result:
             raise Completed(self.final_result.get("summary", ""), result=self.final_result)
-
-    def record_results(self, calls: list[dict], results: list[dict], native: bool) -> None:
-        if native:
-            for call, result in zip(calls, results, strict=True):
-                self.session.append(
-                    {"role": "tool", "tool_call_id": call["id"], "content": _result_text(result)}
-                )
-            return
-        self.session.append(
-            {
-                "role": "user",
-                "content": "\n".join(
-                    f'<tool_result name="{call["name"]}">{_result_text(result)}</tool_result>'
-                    for call, result in zip(calls, results, strict=True)
-                ),
-            }
-        )
 
     def run_call(self, call: dict) -> dict:
         name, raw = call["name"], call["arguments"]
@@ -567,6 +543,36 @@ class AgentRun:
             "status", message=f"compacted the context: ~{before} → ~{self.context_tokens()} tokens"
         )
         return True
+
+
+def assistant_message(content: str, native_calls: list[dict]) -> dict:
+    message: dict = {"role": "assistant", "content": content}
+    if native_calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": _history_arguments(c)},
+            }
+            for c in native_calls
+        ]
+    return message
+
+
+def result_messages(calls: list[dict], results: list[dict], native: bool) -> list[dict]:
+    """The history messages carrying tool results: one per native call, or one user message
+    with every result of calls written as text."""
+    pairs = zip(calls, results, strict=True)
+    if native:
+        return [
+            {"role": "tool", "tool_call_id": call["id"], "content": _result_text(result)}
+            for call, result in pairs
+        ]
+    text = "\n".join(
+        f'<tool_result name="{call["name"]}">{_result_text(result)}</tool_result>'
+        for call, result in pairs
+    )
+    return [{"role": "user", "content": text}]
 
 
 def _history_arguments(call: dict) -> str:

@@ -10,7 +10,7 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from agent_core import STATUS_WAITING, Config, Workspace
+from agent_core import STATUS_WAITING, Workspace
 from agent_sessions import Session
 from tool_registry import Toolset
 from toolcall_parsing import strip_calls
@@ -61,9 +61,10 @@ _ENDING_CHILD = (
 )
 
 
-def system_prompt(config: Config, session: Session, toolset: Toolset, native_tools: bool) -> str:
+def system_prompt(
+    workspace: Workspace, session: Session, toolset: Toolset, native_tools: bool
+) -> str:
     """The system message: rules, protocol, project context, personality and pinned progress."""
-    workspace = Workspace(config.workspace)
     # the date only: a prompt that changes every second defeats the server's prompt cache
     today = datetime.now().astimezone().strftime("%Y-%m-%d (%A), time zone %Z (UTC%z)")
     parts = [

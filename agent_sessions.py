@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -81,23 +82,30 @@ class RunState:
 
 
 class DiskWriter:
-    """Forces one session's files to disk on a helper thread while the run goes on.
+    """Forces one session's transcript to disk on a helper thread while the run goes on, and
+    writes its per-step metadata there too.
 
     A transcript line is written to the OS before `Session.append` returns, so a killed process
     loses nothing. The fsync that also protects it from a power cut runs here, overlapping the
-    tool call or model request that follows, and the next append waits for it: at most the
-    newest message is ever not yet on disk. The per-step metadata is written here too (only the
-    newest snapshot). The thread ends when idle; errors surface at the next `settle`.
+    tool call or model request that follows, and the next append waits for it (`settle`): at
+    most the newest message is ever not yet on disk.
+
+    Per-step metadata (counters for listings) is written at most once per META_INTERVAL
+    seconds, newest snapshot only, so a fast loop does not rewrite the file on every step; the
+    file is at most that far behind. Errors surface at the next `settle`.
     """
 
-    IDLE_SECONDS = 5.0
+    IDLE_SECONDS = 5.0  # the thread ends after this long without work
+    META_INTERVAL = 1.0
 
     def __init__(self, name: str):
         self.name = name  # of the thread
         self._cond = threading.Condition()
         self._fd: int | None = None  # a transcript to fsync
-        self._meta: tuple[Path, bytes] | None = None  # a metadata snapshot to write
-        self._busy = False
+        self._meta: tuple[Path, bytes] | None = None  # the newest metadata snapshot to write
+        self._meta_due = 0.0  # monotonic time from which the next snapshot may be written
+        self._syncing = False  # an fsync is under way
+        self._writing = False  # a metadata write is under way
         self._closing = False
         self._error: OSError | None = None
         self._thread: threading.Thread | None = None
@@ -114,24 +122,29 @@ class DiskWriter:
             self._wake()
 
     def settle(self) -> None:
-        """Wait until everything handed over is on disk; raise the error the writer met."""
+        """Wait until every transcript line handed over is on disk; raise an error the writer
+        met since the last call."""
         with self._cond:
-            self._cond.wait_for(self._idle)
+            self._cond.wait_for(lambda: self._fd is None and not self._syncing)
             error, self._error = self._error, None
         if error is not None:
             raise error
 
-    def close(self) -> None:
-        """Settle, then let the thread end (a later hand-over starts a new one)."""
-        try:
-            self.settle()
-        finally:
-            with self._cond:
-                self._closing = True
-                self._cond.notify_all()
+    def drop_meta(self) -> None:
+        """Forget a snapshot not yet written and wait for one being written: the caller is about
+        to write newer metadata itself, which no older snapshot may overwrite."""
+        with self._cond:
+            self._meta = None
+            self._cond.wait_for(lambda: not self._writing)
 
-    def _idle(self) -> bool:
-        return not self._busy and self._fd is None and self._meta is None
+    def close(self) -> None:
+        """Write what is pending now, settle, and let the thread end (a later hand-over starts
+        a new one)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: self._meta is None and not self._writing)
+        self.settle()
 
     def _wake(self) -> None:
         self._closing = False
@@ -140,20 +153,38 @@ class DiskWriter:
             self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
             self._thread.start()
 
+    def _next_job(self) -> tuple[int | None, tuple[Path, bytes] | None] | None:
+        """Under the lock: wait for work; None when the thread should end."""
+        while True:
+            meta_ready = self._meta is not None and (
+                self._closing or time.monotonic() >= self._meta_due
+            )
+            if self._fd is not None or meta_ready:
+                fd, self._fd = self._fd, None
+                meta = self._meta if meta_ready else None
+                if meta_ready:
+                    self._meta = None
+                self._syncing, self._writing = fd is not None, meta is not None
+                return fd, meta
+            if self._meta is None and self._closing:
+                return None
+            wait = self._meta_due - time.monotonic() if self._meta else self.IDLE_SECONDS
+            if not self._cond.wait(max(wait, 0.0)) and self._meta is None and self._fd is None:
+                return None  # idle too long
+
     def _work(self) -> None:
         while True:
             with self._cond:
-                pending = self._cond.wait_for(
-                    lambda: not self._idle() or self._closing, timeout=self.IDLE_SECONDS
-                )
-                if not pending or self._idle():  # idle too long, or closed
+                job = self._next_job()
+                if job is None:
                     self._thread = None
+                    self._cond.notify_all()
                     return
-                fd, meta, self._fd, self._meta = self._fd, self._meta, None, None
-                self._busy = True
-            error = self._flush(fd, meta)
+            error = self._flush(*job)
             with self._cond:
-                self._busy = False
+                if job[1] is not None:
+                    self._meta_due = time.monotonic() + self.META_INTERVAL
+                self._syncing = self._writing = False
                 self._error = self._error or error
                 self._cond.notify_all()
 
@@ -206,16 +237,22 @@ class Session:
     def append(self, message: dict) -> None:
         """Add a message to the history; it is in the file when this returns, and forced to
         disk before the next append (or `sync`) returns."""
+        self.extend([message])
+
+    def extend(self, messages: list[dict], group: bool = False) -> None:
+        """Add messages to the history with one write (and one fsync). group=True joins the
+        previous write's fsync instead of waiting for it first, so both reach the disk together
+        (for results that follow their call at once)."""
         with self._lock:
-            self._write_record({"message": message})
-            self.transcript.append(message)
-            self.history.append(message)
-            self.history_tokens += estimate_tokens([message])
+            self._write_records([{"message": message} for message in messages], group)
+            self.transcript.extend(messages)
+            self.history.extend(messages)
+            self.history_tokens += estimate_tokens(messages)
 
     def record_compaction(self, start: int, end: int, summary: dict) -> None:
         """Replace history[start:end] with `summary` (the transcript keeps everything)."""
         with self._lock:
-            self._write_record({"compact": {"start": start, "end": end, "summary": summary}})
+            self._write_records([{"compact": {"start": start, "end": end, "summary": summary}}])
             self.history[start:end] = [summary]
             self.history_tokens = estimate_tokens(self.history)
             self.revision += 1
@@ -225,15 +262,16 @@ class Session:
         things, so a power cut never loses the call that caused it)."""
         self._disk.settle()
 
-    def _write_record(self, record: dict) -> None:
-        self._disk.settle()  # the previous record is on disk before the next is written
+    def _write_records(self, records: list[dict], group: bool = False) -> None:
+        if not group:
+            self._disk.settle()  # the previous records are on disk before the next are written
         if self._handle is None:
             self._handle = open(self.transcript_path, "ab")  # noqa: SIM115 - kept open on purpose
             if not _ends_cleanly(self.transcript_path):
                 self._handle.write(b"\n")  # end a torn last line so the next record stays whole
                 self._size += 1
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        data = line.encode("utf-8")
+        lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records]
+        data = "".join(lines).encode("utf-8")
         self._handle.write(data)
         self._handle.flush()
         self._size += len(data)
@@ -241,14 +279,15 @@ class Session:
 
     def save_meta(self, durable: bool = True, **changes) -> None:
         """Write the metadata. durable=False is for the per-step counters: written in the
-        background, never forced to disk (the fsynced transcript is the record). A status
-        change is always written and forced to disk before this returns."""
+        background, at most once a second, never forced to disk (the fsynced transcript is the
+        record). A status change is always written and forced to disk before this returns."""
         with self._lock:
             self.meta.update(changes)
             self.meta["updated"] = utc_now()
             self.meta["messages"] = len(self.transcript)
             if durable or "status" in changes:
-                self._disk.settle()  # no older snapshot may land after this one
+                self._disk.drop_meta()
+                self._disk.settle()  # the transcript is on disk before the status says so
                 write_json(self.meta_path, self.meta)
             else:
                 self._disk.write_meta_later(self.meta_path, self.meta)

@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a script: make `bench` and the project i
 import requests
 
 import embedded_llm
+from agent_core import Workspace
 from agent_prompts import system_prompt
 from agent_sessions import SessionStore
 from agent_setup import Runtime
@@ -153,7 +154,8 @@ def agent_request(
         runtime.close()
     config = make_config(workspace, server_url, llm_max_tokens=TOOL_TOKENS, llm_timeout=120.0)
     session = SessionStore(workspace).create(TASK)
-    messages = [{"role": "system", "content": system_prompt(config, session, toolset, native)}]
+    prompt = system_prompt(Workspace(config.workspace), session, toolset, native)
+    messages = [{"role": "system", "content": prompt}]
     for path in ("a.txt", "b.py") if examples else ():
         messages.append({"role": "user", "content": f"Read the file {path}"})
         messages.append({"role": "assistant", "content": TEXT_CALL % path})

@@ -17,6 +17,8 @@ from test_compaction import assert_paired
 from agent_core import StopToken
 from agent_llm import AgentRun, run_agent
 from agent_sessions import SessionBusy, SessionNotFound, SessionStore, new_session_id
+from agent_tools import default_toolset
+from tool_registry import make_tool
 from waiting_index import WaitingIndex
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
@@ -410,3 +412,36 @@ def test_closing_a_session_leaves_no_writer_thread_behind(workspace):
         assert time.monotonic() < deadline, "the session's writer thread is still running"
         time.sleep(0.01)
     assert json.loads(session.meta_path.read_text())["messages"] == 20
+
+
+def test_every_call_is_in_the_transcript_before_its_tool_runs(workspace, llm, config):
+    """A kill during a tool loses nothing the model said: the call is written first, whether
+    the tool changes things (then it is also synced first) or only reads."""
+    store = SessionStore(workspace)
+    seen: dict[str, bool] = {}
+
+    def written(ctx, call_id: str) -> bool:
+        path = store.directory / f"{ctx.session.id}.jsonl"
+        return call_id in path.read_text(encoding="utf-8")
+
+    def tool_change(ctx, label: str) -> dict:
+        """Change something."""
+        seen["change"] = written(ctx, "call_change")
+        return {}
+
+    def tool_look(ctx, label: str) -> dict:
+        """Only look."""
+        seen["look"] = written(ctx, "call_look")
+        return {}
+
+    tools = [make_tool(tool_change, changes_things=True), make_tool(tool_look)]
+    llm.add(
+        tool_call("change", {"label": "a"}, id="call_change"),
+        tool_call("look", {"label": "b"}, id="call_look"),
+        text("TASK_COMPLETE"),
+    )
+    result = run_agent(config, "work", toolset=default_toolset().plus(tools))
+    llm.assert_all_used()
+    assert seen == {"change": True, "look": True}
+    roles = [m["role"] for m in store.open(result.session_id).transcript]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
