@@ -13,6 +13,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import os
+import re
 import socket
 import time
 from urllib.parse import urlsplit
@@ -100,17 +101,21 @@ def bare_round_trip(
     return median(walls), median(cpus)
 
 
-def scripted_turn(body: dict) -> dict:
-    """The reply depends only on the request, so a replayed request gets the same reply."""
-    step = 0  # the last call's id says which step this is (compaction keeps the tail)
-    for message in reversed(body["messages"]):
-        if message.get("tool_calls"):
-            step = int(message["tool_calls"][0]["id"].removeprefix("call_")) + 1
-            break
+LAST_RESULT = re.compile(rb'"tool_call_id": "call_(\d+)"')
+
+
+def scripted_turn(raw: bytes) -> dict:
+    """The reply depends only on the request, so a replayed request gets the same reply. The
+    step is read from the request bytes without parsing them (the last tool result's call id;
+    compaction keeps the tail), so the server adds next to nothing at step 500."""
+    match = LAST_RESULT.match(raw, max(0, raw.rfind(b'"tool_call_id": "call_')))
+    step = int(match[1]) + 1 if match else 0
+    usage = {"prompt_tokens": len(raw) // 4, "completion_tokens": 20}
+    usage["total_tokens"] = usage["prompt_tokens"] + 20
     if step >= STEPS:
-        return scripted.text("Read every module.\nTASK_COMPLETE")
+        return scripted.text("Read every module.\nTASK_COMPLETE", usage=usage)
     arguments = {"path": f"src/module_{step % FILES}.py", "limit": 40 + step}
-    return scripted.tool_call("read", arguments, id=f"call_{step}")
+    return scripted.tool_call("read", arguments, id=f"call_{step}", usage=usage)
 
 
 def make_files(workspace) -> None:
@@ -127,7 +132,7 @@ def one_session(compaction: bool = False, parent: str | None = None) -> dict:
     """Run one session; per step: wall time, time inside client.chat, bare round trip (s)."""
     with (
         temp_workspace(parent=parent) as workspace,
-        scripted_server_process("bench.bench_loop:scripted_turn") as url,
+        scripted_server_process("bench.bench_loop:scripted_turn", instant=True) as url,
     ):
         make_files(workspace)
         config = make_config(workspace, url, max_iterations=STEPS + 10)
@@ -247,20 +252,23 @@ def run() -> dict:
     )
     notes = f"""
 One session = {STEPS} steps that each read a small file with a native tool call, then
-TASK_COMPLETE; steps are delimited by the loop's `iteration` events. The scripted server
-(tests/scripted_llm.py) runs in its own process, as a real LLM server does. Overhead = step wall
-time minus the median of {REPLAYS} bare `http.client` round trips (one kept-alive connection,
-Nagle off, as the client's) of the same request bytes in the same chunks to the same server,
-made right after the agent's own request and left out of the step's time; the bare figure is
-the HTTP exchange alone (sending bytes encoded beforehand, the server's work, reading the
-reply), so encoding the request counts as the agent's overhead. Pooled over {SESSIONS} sessions
-with compaction disabled
-(threshold raised, so the history grows to ~{2 * STEPS} messages); one more session at the
-default threshold shows the effect of compaction. "Loop outside client.chat" is the loop's own
-bookkeeping (prompt assembly, token estimate, tool execution, fsynced appends, metadata);
-"client.chat minus bare round trip" is what the client adds to the HTTP exchange (message
-cleaning and encoding, SSE parsing, callbacks). "Agent CPU overhead" is the same
-subtraction in CPU time of the agent's process (step CPU minus the bare client's CPU), which
-other load on the machine hardly disturbs.{ram_note}
+TASK_COMPLETE; steps are delimited by the loop's `iteration` events. The server is the
+"instant" one of bench/common.py (`_serve_instant`), in its own process as a real LLM server
+is: it reads each request's bytes without parsing them and streams the scripted reply in the
+real wire format (one chunk per SSE event, tool-call arguments split across chunks), so at step
+500 it does not spend milliseconds parsing a ~450 KB body the way the JSON-parsing test server
+would. Overhead = step wall time minus the median of {REPLAYS} bare `http.client` round trips
+(one kept-alive connection, Nagle off, as the client's) of the same request bytes in the same
+chunks to the same server, made right after the agent's own request and left out of the step's
+time; the bare figure is the HTTP exchange alone (sending bytes encoded beforehand, the
+server's work, reading the reply), so encoding the request counts as the agent's overhead.
+Pooled over {SESSIONS} sessions with compaction disabled (threshold raised, so the history
+grows to ~{2 * STEPS} messages); one more session at the default threshold shows the effect of
+compaction. "Loop outside client.chat" is the loop's own bookkeeping (prompt assembly, token
+estimate, tool execution, transcript writes, metadata); "client.chat minus bare round trip" is
+what the client adds to the HTTP exchange (message cleaning and encoding, SSE parsing,
+callbacks). "Agent CPU overhead" is the same subtraction in CPU time of the agent's process
+(all its threads, so the background fsyncs and metadata writes count), which other load on the
+machine hardly disturbs.{ram_note}
 """
     return result("loop", figures, " ".join(notes.split()), title="per-step loop overhead")

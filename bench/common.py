@@ -15,12 +15,15 @@ from __future__ import annotations
 import collections
 import contextlib
 import importlib
+import json
 import math
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -173,13 +176,16 @@ def make_config(workspace: Path, llm: ScriptedLLM | str | None = None, **changes
 
 
 @contextlib.contextmanager
-def scripted_server_process(turn: str) -> Iterator[str]:
+def scripted_server_process(turn: str, instant: bool = False) -> Iterator[str]:
     """The scripted server in a separate process (as a real LLM server is: no shared GIL),
     answering every request with the callable `turn` ("module:function"); yields its chat URL.
 
     Nagle's algorithm is switched off on its sockets, as real servers do; otherwise a
-    kept-alive connection meets the 40 ms delayed-ACK stall on every streamed reply."""
-    code = f"from bench.common import _serve; _serve({turn!r})"
+    kept-alive connection meets the 40 ms delayed-ACK stall on every streamed reply.
+
+    instant=True serves with `_serve_instant` instead: `turn` gets the raw request bytes."""
+    serve = "_serve_instant" if instant else "_serve"
+    code = f"from bench.common import {serve}; {serve}({turn!r})"
     process = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -209,3 +215,49 @@ def _serve(turn: str) -> None:
         llm.requests = collections.deque(maxlen=1)  # keep no request bodies: they only grow
         print(llm.url, flush=True)
         sys.stdin.read()
+
+
+def _serve_instant(turn: str) -> None:
+    """A streaming chat-completions server that does no work of its own, for measuring the
+    agent's overhead: it reads each request's bytes without parsing them, asks `turn(raw)` for
+    the reply (a scripted turn with its usage given) and streams it as ScriptedLLM does: one
+    chunk per SSE event, tool-call arguments split across chunks, then [DONE]."""
+    module, _, name = turn.partition(":")
+    function = getattr(importlib.import_module(module), name)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    threading.Thread(target=_accept, args=(listener, function), daemon=True).start()
+    print(f"http://127.0.0.1:{port}/v1/chat/completions", flush=True)
+    sys.stdin.read()
+
+
+def _accept(listener: socket.socket, function: Callable[[bytes], dict]) -> None:
+    while True:
+        connection, _ = listener.accept()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=_answer, args=(connection, function), daemon=True).start()
+
+
+def _answer(connection: socket.socket, function: Callable[[bytes], dict]) -> None:
+    """Answer the requests of one kept-alive connection until the client closes it."""
+    with connection, connection.makefile("rb") as reader:
+        while True:
+            length = -1
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            if not line or length < 0:
+                return
+            turn = function(reader.read(length))
+            calls = scripted.ScriptedLLM.tool_calls_of(turn, 0)
+            ident = ("instant-model", "chatcmpl-instant", int(time.time()))
+            body = {"stream_options": {"include_usage": True}}
+            events = scripted.stream_chunks(turn, body, calls, turn["usage"], ident, 3, 4)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            for event in [*(json.dumps(e).encode() for e in events), b"[DONE]"]:
+                data = b"data: " + event + b"\n\n"
+                connection.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+            connection.sendall(b"0\r\n\r\n")

@@ -265,6 +265,67 @@ class _ClientGone(Exception):
     """The client disconnected or the server is stopping."""
 
 
+def stream_chunks(
+    turn: dict[str, Any],
+    body: dict[str, Any],
+    calls: list[dict[str, str]],
+    usage: Any,
+    ident: tuple[str, str, int],
+    size: int,
+    args_size: int,
+) -> list[dict[str, Any]]:
+    """The chat.completion.chunk objects of a streamed reply to `turn` (ident: model, id,
+    created); tool-call arguments are split into pieces of `args_size` characters."""
+    model, cid, created = ident
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "system_fingerprint": "scripted",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        }
+
+    content = turn.get("content") or ""
+    reasoning = turn.get("reasoning") or ""
+    repeat = bool(turn.get("repeat_id_name"))
+
+    events: list[dict[str, Any]] = []
+    if not turn.get("empty"):
+        first = "" if (content or reasoning or not calls) else None
+        events.append(chunk({"role": "assistant", "content": first}))
+        events += [chunk({"reasoning_content": p}) for p in _split(reasoning, size)]
+        events += [chunk({"content": p}) for p in _split(content, size)]
+        for i, c in enumerate(calls):
+            # First delta: id, type and name with empty arguments (as OpenAI does).
+            head = {"index": i, "id": c["id"], "type": "function"}
+            fn = {"name": c["name"], "arguments": ""}
+            events.append(chunk({"tool_calls": [{**head, "function": fn}]}))
+            for p in _split(c["arguments"], args_size):
+                if repeat:  # llama-cpp-python repeats id and name in every delta
+                    delta = {**head, "function": {"name": c["name"], "arguments": p}}
+                else:
+                    delta = {"index": i, "function": {"arguments": p}}
+                events.append(chunk({"tool_calls": [delta]}))
+        events.append(chunk({}, ScriptedLLM._finish_reason(turn, calls)))
+        stream_options = body.get("stream_options") or {}
+        if usage is not False and ("usage" in turn or stream_options.get("include_usage") is True):
+            events.append(
+                {
+                    "id": cid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "system_fingerprint": "scripted",
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+    return events
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -718,7 +779,7 @@ class ScriptedLLM:
         model = turn.get("model") or body.get("model") or DEFAULT_MODEL_ID
         cid = f"chatcmpl-scripted-{index}"
         created = int(time.time())
-        calls = self._tool_calls(turn, index)
+        calls = self.tool_calls_of(turn, index)
         usage = self._usage(turn, body, calls)
         if body.get("stream"):
             self._stream(handler, body, turn, model, cid, created, calls, usage)
@@ -726,7 +787,8 @@ class ScriptedLLM:
             self._complete(handler, turn, model, cid, created, calls, usage)
 
     @staticmethod
-    def _tool_calls(turn: dict[str, Any], index: int) -> list[dict[str, str]]:
+    def tool_calls_of(turn: dict[str, Any], index: int) -> list[dict[str, str]]:
+        """The calls of a turn, normalised: id, name and arguments as a JSON string."""
         out = []
         for i, c in enumerate(turn.get("tool_calls") or ()):
             fn = c.get("function") or {}
@@ -799,57 +861,9 @@ class ScriptedLLM:
         handler.abort()
 
     def _stream(self, handler, body, turn, model, cid, created, calls, usage) -> None:
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "system_fingerprint": "scripted",
-                "choices": [
-                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-                ],
-            }
-
-        content = turn.get("content") or ""
-        reasoning = turn.get("reasoning") or ""
         size = turn.get("chunk_size", self.chunk_size)
         args_size = turn.get("args_chunk_size", self.args_chunk_size)
-        repeat = bool(turn.get("repeat_id_name"))
-
-        events: list[dict[str, Any]] = []
-        if not turn.get("empty"):
-            first = "" if (content or reasoning or not calls) else None
-            events.append(chunk({"role": "assistant", "content": first}))
-            events += [chunk({"reasoning_content": p}) for p in _split(reasoning, size)]
-            events += [chunk({"content": p}) for p in _split(content, size)]
-            for i, c in enumerate(calls):
-                # First delta: id, type and name with empty arguments (as OpenAI does).
-                head = {"index": i, "id": c["id"], "type": "function"}
-                fn = {"name": c["name"], "arguments": ""}
-                events.append(chunk({"tool_calls": [{**head, "function": fn}]}))
-                for p in _split(c["arguments"], args_size):
-                    if repeat:  # llama-cpp-python repeats id and name in every delta
-                        delta = {**head, "function": {"name": c["name"], "arguments": p}}
-                    else:
-                        delta = {"index": i, "function": {"arguments": p}}
-                    events.append(chunk({"tool_calls": [delta]}))
-            events.append(chunk({}, self._finish_reason(turn, calls)))
-            stream_options = body.get("stream_options") or {}
-            if usage is not False and (
-                "usage" in turn or stream_options.get("include_usage") is True
-            ):
-                events.append(
-                    {
-                        "id": cid,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": model,
-                        "system_fingerprint": "scripted",
-                        "choices": [],
-                        "usage": usage,
-                    }
-                )
+        events = stream_chunks(turn, body, calls, usage, (model, cid, created), size, args_size)
 
         drop_after = turn.get("drop_after")
         if drop_after is not None:
