@@ -289,6 +289,15 @@ def atomic_write(path: Path, data: str | bytes, durable: bool = True) -> None:
         _fsync_dir(path.parent)
 
 
+def move_durably(source: Path, target: Path) -> None:
+    """os.replace, then force both directory entries to disk: after a power cut the file is
+    in one of the two places, never back in the old one once this returned."""
+    os.replace(source, target)
+    _fsync_dir(Path(target).parent)
+    if Path(source).parent != Path(target).parent:
+        _fsync_dir(Path(source).parent)
+
+
 def _fsync_dir(directory: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)

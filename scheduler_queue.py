@@ -1,5 +1,6 @@
 """How task files move: inbox → processing (the claim) → done/ or failed/, or back to the inbox
-when a run is cut short. Every move is an atomic rename, so a task is never lost or doubled."""
+when a run is cut short. Every move is an atomic rename forced to disk, so a task is never lost
+or doubled, even by a power cut."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from agent_core import atomic_write
+from agent_core import atomic_write, move_durably
 from scheduler_files import History, Job, Malformed, Paths, parse_job
 
 MAX_ATTEMPTS = 3  # times a task may be cut short by a dying daemon before it is failed
@@ -25,7 +26,7 @@ class TaskQueue:
     def claim(self, job: Job) -> bool:
         """Take a task out of the inbox; False when it is already gone."""
         try:
-            os.rename(self.paths.inbox / job.name, self.paths.processing / job.name)
+            move_durably(self.paths.inbox / job.name, self.paths.processing / job.name)
         except FileNotFoundError:
             return False
         return True
@@ -35,20 +36,20 @@ class TaskQueue:
         directory = self.paths.failed if failed else self.paths.done
         if reason:
             atomic_write(directory / f"{job.name}.reason", reason + "\n")
-        os.replace(self.paths.processing / job.name, directory / job.name)
+        move_durably(self.paths.processing / job.name, directory / job.name)
         self._drop(self.paths.marker(job.name))
 
     def reject(self, name: str, reason: str) -> None:
         """Move a malformed inbox file to failed/ with its reason: kept, and never retried."""
         atomic_write(self.paths.failed / f"{name}.reason", reason + "\n")
         with contextlib.suppress(FileNotFoundError):
-            os.replace(self.paths.inbox / name, self.paths.failed / name)
+            move_durably(self.paths.inbox / name, self.paths.failed / name)
             self.history.append({"task_file": name, "status": "malformed", "error": reason})
             self.log(f"scheduler: rejected {name}: {reason}")
 
     def put_back(self, job: Job) -> None:
         """Return a claimed task, untouched and in its place, to the inbox (it could not start)."""
-        os.replace(self.paths.processing / job.name, self.paths.inbox / job.name)
+        move_durably(self.paths.processing / job.name, self.paths.inbox / job.name)
         self._drop(self.paths.marker(job.name))
 
     def requeue(self, job: Job, session_id: str | None, crashed: bool) -> None:
