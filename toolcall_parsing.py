@@ -257,9 +257,11 @@ def _literal(node: ast.AST) -> object:
     raise ValueError("not a literal")
 
 
-def _without_trailing_commas(text: str) -> str:
-    """Drop commas that directly precede } or ], but never inside a string."""
-    out, quote, escaped = [], "", False
+def _outside_strings(text: str, quotes_in_braces_only: bool = False):
+    """(index, character, brace depth before it) for each character outside quoted strings.
+    With quotes_in_braces_only, quotes open a string only inside braces, so that apostrophes in
+    the prose around a JSON object do not count."""
+    depth, quote, escaped = 0, "", False
     for index, char in enumerate(text):
         if quote:
             if escaped:
@@ -268,37 +270,37 @@ def _without_trailing_commas(text: str) -> str:
                 escaped = True
             elif char == quote:
                 quote = ""
-        elif char in "\"'":
-            quote = char
-        elif char == "," and _TRAILING.match(text, index + 1):
             continue
-        out.append(char)
-    return "".join(out)
+        if char in "\"'" and (depth or not quotes_in_braces_only):
+            quote = char
+            continue
+        yield index, char, depth
+        if char == "{":
+            depth += 1
+        elif char == "}" and depth:
+            depth -= 1
+
+
+def _without_trailing_commas(text: str) -> str:
+    """Drop commas that directly precede } or ], but never inside a string."""
+    drop = {
+        index
+        for index, char, _ in _outside_strings(text)
+        if char == "," and _TRAILING.match(text, index + 1)
+    }
+    return "".join(char for index, char in enumerate(text) if index not in drop)
 
 
 def _objects_in(text: str):
     """Top-level balanced {...} spans (string-aware); an unbalanced tail is yielded as is."""
-    depth, start, quote, escaped = 0, -1, "", False
-    for index, char in enumerate(text):
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = ""
-            continue
-        if char in "\"'" and depth:
-            quote = char
-        elif char == "{":
-            if depth == 0:
-                start = index
-            depth += 1
-        elif char == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                yield text[start : index + 1]
-    if depth and start >= 0:
+    start = -1
+    for index, char, depth in _outside_strings(text, quotes_in_braces_only=True):
+        if char == "{" and depth == 0:
+            start = index
+        elif char == "}" and depth == 1:
+            yield text[start : index + 1]
+            start = -1
+    if start >= 0:
         yield text[start:]
 
 
