@@ -26,10 +26,21 @@ class Addresses:
 
     primary: str  # the address a phone on the LAN should use
     others: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  # this machine's own names
 
     @property
     def allowed(self) -> list[str]:
-        return [self.primary, *self.others]
+        return [self.primary, *self.others, *self.names]
+
+
+def machine_names() -> list[str]:
+    """This machine's own names, e.g. `box` and its mDNS name `box.local`. A browser on the LAN
+    may use them; a DNS-rebinding page cannot, since it controls neither name."""
+    name = socket.gethostname().strip().lower().rstrip(".")
+    if not name or name.startswith("localhost"):
+        return []
+    short = name.split(".")[0]
+    return list(dict.fromkeys([name, short, f"{short}.local"]))
 
 
 def outgoing_address() -> str | None:
@@ -86,7 +97,7 @@ def announce(host: str) -> Addresses:
         return Addresses(host)
     others = interface_addresses()
     primary = outgoing_address() or (others[0] if others else "127.0.0.1")
-    return Addresses(primary, [a for a in others if a != primary])
+    return Addresses(primary, [a for a in others if a != primary], machine_names())
 
 
 def url(address: str, port: int) -> str:

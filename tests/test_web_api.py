@@ -312,6 +312,19 @@ def test_lan_address_is_a_real_interface_address_never_127_0_1_1():
     assert announce("192.168.5.5").primary == "192.168.5.5"
 
 
+def test_the_machine_is_reachable_by_its_own_names_but_not_by_others(workspace):
+    """http://box:7860/ and http://box.local:7860/ work on the LAN; any other name (a
+    DNS-rebinding page's) is still refused."""
+    short = socket.gethostname().lower().split(".")[0]
+    allowed = announce("0.0.0.0").allowed
+    assert {short, f"{short}.local"} <= set(allowed)
+    app = create_app(make_config(workspace), {"PIN": PIN, "ALLOWED_HOSTS": allowed})
+    for host in (f"{short}:7860", f"{short.upper()}.local:7860"):
+        assert app.test_client().get("/", base_url=f"http://{host}/").status_code == 200, host
+    for host in (f"{short}.attacker.example", f"{short}.local.attacker.example", "local"):
+        assert app.test_client().get("/", base_url=f"http://{host}/").status_code == 400, host
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
