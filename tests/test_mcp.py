@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import make_config, tool_context
+from conftest import free_port, make_config, tool_context
 from scripted_llm import text, tool_call
 
 from agent_core import PermissionGate
@@ -154,3 +157,56 @@ def test_no_config_and_bad_config(workspace):
     (workspace / ".lmagent" / "mcp.json").write_text("{not json")
     assert "is not valid" in load_specs(workspace)[1]
     assert tool_name("my server", "do.it") == "mcp_my_server_do_it"
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the MCP HTTP server exited at start"
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the MCP HTTP server did not listen on {port} within {timeout} s")
+
+
+def test_a_streamable_http_server_given_by_url_is_used_like_a_stdio_one(workspace, llm):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(DEMO), "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port, server)
+        write_mcp_json(workspace, {"web": {"url": f"http://127.0.0.1:{port}/mcp"}})
+        mgr = MCPManager(workspace, call_timeout=5)
+        mgr.start(timeout=30)
+        try:
+            assert mgr.status_lines()[0].startswith("web: ready"), mgr.status_lines()
+            config = make_config(workspace, llm)
+            llm.add(tool_call("mcp_web_add", {"a": 20, "b": 22}), text("42\nTASK_COMPLETE"))
+            result = run_agent(config, "add", services=services_with(config, mgr))
+            assert result.status == "completed"
+            reply = next(m for m in llm.requests[-1]["messages"] if m["role"] == "tool")
+            answer = json.loads(reply["content"])
+            assert answer["success"] is True and json.loads(answer["content"]) == {"sum": 42}
+        finally:
+            mgr.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_an_unreachable_url_server_is_reported_failed_not_hung(workspace):
+    write_mcp_json(workspace, {"gone": {"url": f"http://127.0.0.1:{free_port()}/mcp"}})
+    mgr = MCPManager(workspace, call_timeout=2)
+    started = time.monotonic()
+    mgr.start(timeout=20)
+    try:
+        assert time.monotonic() - started < 15
+        (line,) = mgr.status_lines()
+        assert line.startswith("gone: failed"), line
+        assert mgr.tools() == []
+    finally:
+        mgr.close()

@@ -1,4 +1,6 @@
-"""A small real MCP server (stdio) used by the tests: echo, add, an image, a hang and a crash."""
+"""A small real MCP server used by the tests: echo, add, an image, a hang and a crash.
+
+Speaks stdio, or streamable HTTP on 127.0.0.1 with `--http PORT`."""
 
 import asyncio
 import base64
@@ -46,4 +48,7 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    app.run()
+    if sys.argv[1:2] == ["--http"]:
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        app.run()
