@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -20,6 +21,13 @@ from agent_sessions import SessionStore  # noqa: E402
 from agent_tools import Services, ToolContext  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (just now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def need(available: bool, reason: str) -> None:

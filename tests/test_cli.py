@@ -8,7 +8,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from scripted_llm import error, text, tool_call
 
 import agent_scheduler
@@ -28,10 +28,7 @@ SETTINGS = {name for name, _, _ in describe_settings()}
 
 
 def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1/chat/completions"
+    return f"http://127.0.0.1:{free_port()}/v1/chat/completions"
 
 
 def cli_env(workspace: Path, llm=None, **extra: str) -> dict:

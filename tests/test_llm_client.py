@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from conftest import make_config
+from conftest import free_port, make_config
 from scripted_llm import (
     ScriptedLLM,
     call,
@@ -68,12 +68,6 @@ def ask(llm, workspace, *turns, tools=None, seen=None, stop=None, client=None, *
     llm.add(*turns)
     client = client or LLMClient(make_config(workspace, llm, **changes))
     return client.chat(MESSAGES, tools, (seen or Seen()).callbacks(), stop)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 # --------------------------------------------------------------------------- streaming

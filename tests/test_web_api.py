@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import ROOT, make_config
+from conftest import ROOT, free_port, make_config
 
 from agent_web import create_app
 from web_server import announce, interface_addresses, outgoing_address
@@ -325,14 +325,8 @@ def test_the_machine_is_reachable_by_its_own_names_but_not_by_others(workspace):
         assert app.test_client().get("/", base_url=f"http://{host}/").status_code == 400, host
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_agent_web_py_prints_url_port_and_pin_and_serves_until_sigterm(workspace, llm):
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "WORKSPACE": str(workspace),
