@@ -37,6 +37,7 @@ from agent_prompts import (
     BLOCKED_LINE,
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
+    NUDGE_COMMANDS,
     NUDGE_EMPTY,
     PLAN_APPROVED,
     PLAN_REQUEST,
@@ -46,6 +47,7 @@ from agent_prompts import (
     parse_plan,
     parse_wait,
     resume_message,
+    shows_commands,
     system_prompt,
 )
 from agent_sessions import Session, SessionStore
@@ -164,6 +166,8 @@ class AgentRun:
         self.format_errors = 0
         self.nudges = 0
         self.nudged_open_work = False
+        self.nudged_commands = False
+        self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
@@ -384,6 +388,7 @@ class AgentRun:
         only reads, the results join the message's fsync instead of waiting for it (a power
         cut then loses at most this step, and nothing it changed)."""
         self.session.append(message)
+        self.called_tools = True
         reads_only = not any(self.toolset.changes_things(call["name"]) for call in calls)
         self.last_calls_ok = True
         results = []
@@ -473,6 +478,10 @@ class AgentRun:
             if self.nudges >= MAX_NUDGES:
                 raise Blocked("the model keeps announcing work without calling tools")
             self.nudge(NUDGE_ANNOUNCED)
+            return
+        if shows_commands(content) and not self.called_tools and not self.nudged_commands:
+            self.nudged_commands = True  # once: a how-to answer may show commands on purpose
+            self.nudge(NUDGE_COMMANDS)
             return
         unfinished = self.session.state.open_todos() or self.session.state.open_steps()
         if unfinished and not self.nudged_open_work:

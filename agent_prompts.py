@@ -26,6 +26,7 @@ WAIT_LINE = re.compile(
     r"(?:[Zz]|[+-]\d{2}:?\d{2})?)\s*:?\s*(.*)$",
     re.M,
 )
+COMMAND_BLOCK = re.compile(r"^\s*```(?:bash|sh|shell|console|zsh|powershell|cmd)\b", re.I | re.M)
 BLOCKED_LINE = re.compile(r"^\s*[*_`]*BLOCKED[*_`]*:\s*(.+)$", re.M)
 COMPLETE_LINE = re.compile(r"^\s*[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M)
 
@@ -40,6 +41,11 @@ PLAN_APPROVED = (
 NUDGE_ANNOUNCED = (
     "You described a next step but did not call a tool. Call the tool now. "
     "If everything is already done, reply TASK_COMPLETE."
+)
+NUDGE_COMMANDS = (
+    "Commands written in a code block are not run, and their output above is not real. If the "
+    "task needs them, run them with the shell tool now. If nothing needs running, reply "
+    "TASK_COMPLETE."
 )
 NUDGE_EMPTY = (
     "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
@@ -145,6 +151,11 @@ def final_text(content: str) -> str:
 def announces_work(content: str) -> bool:
     """True when the end of a reply says the model is about to do something."""
     return bool(ANNOUNCES_WORK.search("\n".join(content.strip().splitlines()[-3:])))
+
+
+def shows_commands(content: str) -> bool:
+    """True when a reply holds a shell code block (a small model "running" commands in text)."""
+    return bool(COMMAND_BLOCK.search(content))
 
 
 def open_work_nudge(count: int) -> str:

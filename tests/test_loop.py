@@ -127,6 +127,32 @@ def test_plain_answer_without_markers_completes(config, llm):
     assert (result.status, result.message) == ("completed", "The capital of France is Paris.")
 
 
+def test_commands_shown_in_a_code_block_instead_of_run_get_one_nudge(config, llm, workspace):
+    """A small model often "runs" commands by writing them, with made-up output, in a code
+    block. That is not the end of the task: it is told once to use the shell tool."""
+    pretended = "```bash\necho hi > hello.txt\n```\nOutput:\n```\nhi\n```"
+    llm.add(
+        text(pretended),
+        tool_call("write", {"path": "hello.txt", "content": "hi"}),
+        text("Created hello.txt.\nTASK_COMPLETE"),
+    )
+    result, _ = run(config, "create hello.txt containing hi")
+    llm.assert_all_used()
+    assert result.status == "completed"
+    assert "not run" in last_user(llm.requests[1])
+    assert (workspace / "hello.txt").read_text() == "hi"
+
+
+def test_a_code_block_after_real_work_or_a_second_time_ends_the_run(config, llm):
+    llm.add(tool_call("todo_list"), text("Run it with:\n```sh\nmake test\n```"))
+    result, _ = run(config, "set up the tests")
+    assert (result.status, len(llm.requests)) == ("completed", 2)
+    llm.add(text("```bash\nls\n```"), text("```bash\nls -l\n```"))
+    result, _ = run(config, "how do I list files?")
+    llm.assert_all_used()
+    assert result.status == "completed" and "ls -l" in result.message
+
+
 def test_open_todos_get_exactly_one_nudge(config, llm):
     llm.add(
         tool_call("todo_add", {"description": "write tests"}),
