@@ -60,6 +60,7 @@ from llm_client import (
     LLMStopped,
     LLMTimeout,
     LLMUnreachable,
+    Reply,
 )
 from tool_registry import ArgumentError, bind_arguments
 from toolcall_parsing import FormatError, extract_text_calls
@@ -290,10 +291,10 @@ class AgentRun:
         try:
             calls, native = self.parse(reply)
         except FormatError as exc:
-            self.session.append(assistant_message(reply.content, []))
+            self.session.append(assistant_message(reply, []))
             self.reprompt(str(exc))
             return
-        message = assistant_message(reply.content, calls if native else [])
+        message = assistant_message(reply, calls if native else [])
         if not calls:
             self.session.append(message)
             self.decide(reply.content)
@@ -510,7 +511,7 @@ class AgentRun:
         self.session.append({"role": "user", "content": PLAN_REQUEST})
         self.count_iteration()
         reply = self.query(tools=False)
-        self.session.append({"role": "assistant", "content": reply.content})
+        self.session.append(assistant_message(reply, []))
         steps = parse_plan(reply.content) or [
             {"id": 1, "description": reply.content.strip()[:500], "status": "pending"}
         ]
@@ -554,8 +555,12 @@ class AgentRun:
         return True
 
 
-def assistant_message(content: str, native_calls: list[dict]) -> dict:
-    message: dict = {"role": "assistant", "content": content}
+def assistant_message(reply: Reply, native_calls: list[dict]) -> dict:
+    """The reply as recorded. Its thinking is kept for the transcript (`reasoning`); requests
+    never carry it (llm_client.clean_message)."""
+    message: dict = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        message["reasoning"] = reply.reasoning
     if native_calls:
         message["tool_calls"] = [
             {

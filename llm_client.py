@@ -176,11 +176,13 @@ def _partial_tag_suffix(text: str, tags: tuple[str, ...]) -> int:
     return best
 
 
-def strip_thinking(text: str) -> str:
-    """Remove <think> blocks: paired, a lone closing tag, or one never closed."""
+def split_thinking(text: str) -> tuple[str, str]:
+    """(answer, thought): <think> blocks taken out of a reply, whether paired, a lone closing
+    tag, or one never closed."""
     splitter = ThinkFilter()
     pieces = splitter.feed(text) + splitter.flush()
-    return "".join(chunk for kind, chunk in pieces if kind == "content").strip()
+    answer = "".join(chunk for kind, chunk in pieces if kind == "content")
+    return answer.strip(), "".join(chunk for kind, chunk in pieces if kind == "thinking").strip()
 
 
 # --------------------------------------------------------------------------- replies
@@ -190,7 +192,7 @@ def strip_thinking(text: str) -> str:
 class Reply:
     content: str = ""  # answer text with thinking removed (when configured)
     raw_content: str = ""
-    reasoning: str = ""
+    reasoning: str = ""  # the thinking: reasoning_content and <think> blocks (never sent back)
     tool_calls: list[dict] = field(default_factory=list)  # {"id", "name", "arguments": str}
     usage: dict = field(default_factory=dict)
     finish_reason: str | None = None
@@ -296,8 +298,8 @@ class _StreamState:
             self._emit(self.filter.flush())
         reply, raw = self.reply, self.content.current
         reply.raw_content = raw
-        reply.content = strip_thinking(raw) if self.strip else raw.strip()
-        reply.reasoning = self.thought.current
+        reply.content, thought = split_thinking(raw) if self.strip else (raw.strip(), "")
+        reply.reasoning = "\n\n".join(part for part in (self.thought.current, thought) if part)
         reply.tool_calls = [
             {"id": c["id"] or f"call_{i}", "name": c["name"], "arguments": c["arguments"]}
             for i, c in sorted(self.calls.items())

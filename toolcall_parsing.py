@@ -60,7 +60,7 @@ def extract_text_calls(text: str, known: set[str]) -> list[dict]:
 
 def _without_thinking(text: str) -> str:
     """The reply minus <think> blocks, anything before a lone closing tag, and a block never
-    closed (as llm_client.strip_thinking does: a call drafted while thinking is not made)."""
+    closed (as llm_client.split_thinking does: a call drafted while thinking is not made)."""
     return _THINK.sub("", text).rsplit("</think>", 1)[-1].split("<think>", 1)[0]
 
 

@@ -268,6 +268,7 @@ def test_think_blocks_are_removed_even_when_tags_are_split(
     assert reply.content == content
     assert "".join(seen.tokens).strip() == content
     assert "".join(seen.thinking) == thought
+    assert reply.reasoning == thought  # kept for the transcript
     assert reply.raw_content == raw
 
 

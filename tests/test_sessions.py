@@ -445,3 +445,24 @@ def test_every_call_is_in_the_transcript_before_its_tool_runs(workspace, llm, co
     assert seen == {"change": True, "look": True}
     roles = [m["role"] for m in store.open(result.session_id).transcript]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+
+
+def test_thinking_is_kept_in_the_transcript_but_never_sent_back(workspace, llm, config):
+    llm.add(
+        tool_call("todo_list", reasoning="First look at the todos."),
+        text("<think>All clear.</think>Nothing to do.\nTASK_COMPLETE", reasoning="Check."),
+    )
+    result = run_agent(config, "work")
+    llm.assert_all_used()
+    replies = [
+        m
+        for m in SessionStore(workspace).open(result.session_id).transcript
+        if m["role"] == "assistant"
+    ]
+    assert [m.get("reasoning") for m in replies] == [
+        "First look at the todos.",
+        "Check.\n\nAll clear.",
+    ]
+    assert replies[1]["content"] == "Nothing to do.\nTASK_COMPLETE"
+    sent = json.dumps(llm.requests[1]["messages"])
+    assert "First look" not in sent and "reasoning" not in sent

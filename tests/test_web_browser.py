@@ -291,7 +291,7 @@ def test_an_old_session_opens_from_disk_after_a_restart_and_can_be_continued(
 ):
     llm.add(
         tool_call("write", {"path": "old.txt", "content": "kept"}),
-        text("Finished the **old** task.\nTASK_COMPLETE"),
+        text("Finished the **old** task.\nTASK_COMPLETE", reasoning="Was <b>it</b> done?"),
     )
     with WebHarness(make_config(workspace, llm)) as first:
         http = first.session()
@@ -307,6 +307,7 @@ def test_an_old_session_opens_from_disk_after_a_restart_and_can_be_continued(
         assert tab.page.locator("details.tool.ok").count() == 1
         assert tab.page.text_content("strong") == "old"
         assert tab.page.text_content(".ending .title") == "Done"
+        assert tab.page.text_content("details.thinking pre") == "Was <b>it</b> done?"  # as text
         tab.send("and one more thing")
         tab.wait_text(".msg.assistant", "Continued.")
         tab.page.wait_for_selector(".ending.completed >> nth=1")

@@ -212,6 +212,7 @@ export class ChatLog {
         this.user(message.content || '');
       } else if (message.role === 'assistant') {
         this.endStep();
+        if (message.reasoning) this.thinkingText(message.reasoning);
         if ((message.content || '').trim()) this.assistant(message.content);
         for (const call of message.tool_calls || []) {
           const fn = call.function || {};
