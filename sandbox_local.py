@@ -5,6 +5,7 @@ Both start ``sandbox/runner.py`` once as a child process and talk to it over pip
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from sandbox_core import (
@@ -41,6 +43,7 @@ class PipeTransport:
     """The runner as a child process, spoken to over its stdin/stdout."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, cgroup_procs=None):
+        self.cgroup_procs = cgroup_procs  # removed with the runner, when nothing is left in it
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -84,6 +87,8 @@ class PipeTransport:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.cgroup_procs is not None:
+            remove_cgroup(self.cgroup_procs.parent)
 
 
 # --- bubblewrap ------------------------------------------------------------------------------
@@ -189,6 +194,20 @@ def pids_cgroup(workspace: Path) -> Path | None:
     except OSError:
         return None
     return group / "cgroup.procs"
+
+
+def remove_cgroup(group: Path, patience: float = 1.0) -> None:
+    """Remove a pids cgroup once the last process in it is gone (the kernel may still be reaping
+    a killed command's tree); leave it to another run of the workspace that still uses it."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            os.rmdir(group)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                return
+        time.sleep(0.05)
 
 
 def join_cgroup(procs: Path) -> None:

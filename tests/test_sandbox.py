@@ -193,6 +193,17 @@ def test_docker_container_is_hardened(make_sandbox):
     assert sandbox.container.labels["lmagent.workspace"] == workspace
 
 
+def test_bwrap_leaves_no_pids_cgroup_behind(make_sandbox):
+    sandbox = make_sandbox("bwrap")
+    assert sandbox.run("echo hi").output == "hi\n"
+    procs = sandbox._channel.transport.cgroup_procs
+    if procs is None:
+        pytest.skip("no pids cgroup can be made here (the runner's watchdog limits processes)")
+    assert str(sandbox._channel.transport.proc.pid) in procs.read_text().split()
+    sandbox.close()
+    assert not procs.parent.exists()
+
+
 def test_docker_talks_over_a_direct_socket_and_leaves_no_file(make_sandbox):
     sandbox = make_sandbox("docker")
     assert sandbox.run("echo fast").output == "fast\n"
