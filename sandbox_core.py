@@ -219,20 +219,31 @@ def clamp(value: float | None, default: float, maximum: float) -> float:
 
 
 class RunnerSandbox:
-    """run()/close() for every backend; subclasses start the runner (`_connect`)."""
+    """run()/close() for every backend; subclasses start a runner (`_connect`).
+
+    Up to `max_runners` commands run at once, each on its own runner (parallel sub-agents need
+    this); a runner is kept for the next command when its command ends, so state a command
+    leaves (files in /tmp, background jobs) is there for the next one as long as only one
+    runner is in use. Backends whose runners do not share /tmp and processes keep one.
+    """
 
     name = "runner"
     home = SANDBOX_HOME
     max_procs: int | None = None  # the runner's watchdog kills beyond this many processes
     rss_watchdog = False  # ... and beyond the memory limit (for sandboxes without cgroups)
+    max_runners = 1
 
     def __init__(self, cfg: SandboxConfig):
         self.cfg = cfg
         self.workspace = Path(cfg.workspace)
         if not self.workspace.is_absolute() or not self.workspace.is_dir():
             raise SandboxUnavailable(f"the workspace {self.workspace} is not an existing directory")
-        self._lock = threading.Lock()
-        self._channel: Channel | None = None
+        self._pool = threading.Condition()
+        self._idle: list[Channel] = []  # runners waiting for a command, the latest used last
+        self._lent = 0  # runners running a command (or starting)
+        self._generation = 0  # close() bumps it: runners lent out before are not kept
+        self._memory_lock = threading.Lock()
+        self._memory: list[int] = []  # the memory limits (MB) of the commands running now
         self._ids = itertools.count(1)
 
     # --- for subclasses ------------------------------------------------------------------------
@@ -257,11 +268,9 @@ class RunnerSandbox:
     def _base_env(self) -> dict[str, str]:
         return {"PATH": SYSTEM_PATH}
 
-    def _before_command(self, memory_mb: int) -> None:
-        """Hook: make room for a command's memory limit (Docker raises the container limit)."""
-
-    def _after_command(self) -> None:
-        """Hook: undo `_before_command`."""
+    def _memory_needed(self, memory_mb: int) -> None:
+        """Hook: the commands running now need this much memory in all (Docker sizes the
+        container's limit, which backs each command's own)."""
 
     # --- public --------------------------------------------------------------------------------
     def run(
@@ -280,21 +289,31 @@ class RunnerSandbox:
             return CommandResult("", None, error=str(exc))
         request = {"op": "run", "cmd": command, "cwd": workdir, "env": self.command_env()}
         request.update(timeout=timeout, mem_mb=memory_mb, cap=OUTPUT_KEEP)
-        request.update(max_rss_mb=self._rss_limit(memory_mb))
-        with self._lock:
-            if stop is not None and stop.is_set():
-                return CommandResult("", None, interrupted=True, error="interrupted before start")
-            try:
-                self._before_command(memory_mb)
-                return self._exchange(request, stop, memory_mb)
-            except SandboxUnavailable as exc:
-                return CommandResult("", None, error=str(exc))
-            finally:
-                self._after_command()
+        request.update(max_rss_mb=self._rss_limit(memory_mb), id=next(self._ids))
+        lent = self._borrow(stop)
+        if lent is None:
+            return CommandResult("", None, interrupted=True, error="interrupted before start")
+        channel, generation = lent
+        try:
+            self._reserve_memory(memory_mb)
+            channel = self._send(channel, request)
+            result, healthy = self._exchange(channel, request, stop, memory_mb)
+            if not healthy:
+                channel = self._discard(channel)
+            return result
+        except SandboxUnavailable as exc:
+            channel = None
+            return CommandResult("", None, error=str(exc))
+        finally:
+            self._release_memory(memory_mb)
+            self._give_back(channel, generation)
 
     def close(self) -> None:
-        with self._lock:
-            self._drop_channel()
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._generation += 1
+        for channel in idle:
+            self._discard(channel)
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """The absolute working directory for a command; must be inside the workspace."""
@@ -319,9 +338,59 @@ class RunnerSandbox:
     def _rss_limit(self, memory_mb: int) -> int | None:
         return memory_mb + 64 if self.rss_watchdog else None
 
-    def _exchange(self, request: dict, stop, memory_mb: int) -> CommandResult:
-        request["id"] = next(self._ids)
-        channel = self._send_with_restart(request)
+    def _borrow(self, stop) -> tuple[Channel | None, int] | None:
+        """A free runner (None: start a new one) once fewer than max_runners are busy; None
+        when `stop` is set first."""
+        with self._pool:
+            while not self._idle and self._lent >= self.max_runners:
+                if stop is not None and stop.is_set():
+                    return None
+                self._pool.wait(STOP_POLL)
+            if stop is not None and stop.is_set():
+                return None
+            self._lent += 1
+            return (self._idle.pop() if self._idle else None), self._generation
+
+    def _give_back(self, channel: Channel | None, generation: int) -> None:
+        with self._pool:
+            self._lent -= 1
+            keep = channel is not None and generation == self._generation
+            if keep:
+                self._idle.append(channel)
+            self._pool.notify()
+        if channel is not None and not keep:
+            self._discard(channel)
+
+    def _reserve_memory(self, memory_mb: int) -> None:
+        with self._memory_lock:
+            self._memory.append(memory_mb)
+            self._memory_needed(max(DEFAULT_MEMORY_MB, sum(self._memory)))
+
+    def _release_memory(self, memory_mb: int) -> None:
+        with self._memory_lock:
+            self._memory.remove(memory_mb)
+            self._memory_needed(max(DEFAULT_MEMORY_MB, sum(self._memory)))
+
+    def _send(self, channel: Channel | None, request: dict) -> Channel:
+        """Send on the runner; if it died since its last command, start a new one once."""
+        for attempt in (1, 2):
+            if channel is not None and not channel.alive():
+                channel = self._discard(channel)
+            if channel is None:
+                channel = self._connect_checked()
+            try:
+                channel.send(request)
+                return channel
+            except ChannelLost:
+                channel = self._discard(channel)
+                if attempt == 2:
+                    raise SandboxUnavailable("cannot reach the sandbox runner") from None
+        raise AssertionError("unreachable")
+
+    def _exchange(
+        self, channel: Channel, request: dict, stop, memory_mb: int
+    ) -> tuple[CommandResult, bool]:
+        """(the command's result, whether its runner can take another command)."""
 
         def kill() -> None:
             channel.send({"op": "kill", "id": request["id"]})
@@ -330,31 +399,10 @@ class RunnerSandbox:
             deadline = time.monotonic() + request["timeout"] + REPLY_GRACE
             header, payload = channel.receive(deadline, on_stop=kill, stop=stop)
         except (ChannelLost, OSError, ValueError) as exc:
-            self._drop_channel()
             interrupted = stop is not None and stop.is_set()
-            return CommandResult(
-                "",
-                None,
-                interrupted=interrupted,
-                error=f"{exc}; the sandbox restarts on the next command",
-            )
-        return result_from_reply(header, payload, request["timeout"], memory_mb)
-
-    def _send_with_restart(self, request: dict) -> Channel:
-        """Send on the live channel; if it died since the last command, start a new one once."""
-        for attempt in (1, 2):
-            if self._channel is not None and not self._channel.alive():
-                self._drop_channel()
-            if self._channel is None:
-                self._channel = self._connect_checked()
-            try:
-                self._channel.send(request)
-                return self._channel
-            except ChannelLost:
-                self._drop_channel()
-                if attempt == 2:
-                    raise SandboxUnavailable("cannot reach the sandbox runner") from None
-        raise AssertionError("unreachable")
+            error = f"{exc}; the sandbox restarts on the next command"
+            return CommandResult("", None, interrupted=interrupted, error=error), False
+        return result_from_reply(header, payload, request["timeout"], memory_mb), True
 
     def _connect_checked(self) -> Channel:
         try:
@@ -364,13 +412,12 @@ class RunnerSandbox:
         except (ChannelLost, OSError) as exc:
             raise SandboxUnavailable(f"cannot start the {self.name} sandbox: {exc}") from exc
 
-    def _drop_channel(self) -> None:
-        if self._channel is not None:
-            try:
-                self._channel.close()
-            except OSError:
-                pass
-            self._channel = None
+    @staticmethod
+    def _discard(channel: Channel) -> None:
+        try:
+            channel.close()
+        except OSError:
+            pass
 
 
 def result_from_reply(

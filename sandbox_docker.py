@@ -86,6 +86,7 @@ def container_name(workspace: Path) -> str:
 class DockerSandbox(RunnerSandbox):
     name = "docker"
     max_procs = PIDS_LIMIT - 8  # the cgroup holds 128; the watchdog then clears runaways
+    max_runners = 4  # one container: its runners share /tmp, HOME and the process table
 
     def __init__(self, cfg: SandboxConfig, client=None):
         super().__init__(cfg)
@@ -214,19 +215,15 @@ class DockerSandbox(RunnerSandbox):
         except DockerException:
             return None
 
-    def _before_command(self, memory_mb: int) -> None:
-        if memory_mb > self.memory_mb:
+    def _memory_needed(self, memory_mb: int) -> None:
+        if min(memory_mb, MAX_MEMORY_MB) != self.memory_mb:
             self._set_memory(memory_mb)
-
-    def _after_command(self) -> None:
-        if self.memory_mb > DEFAULT_MEMORY_MB:
-            self._set_memory(DEFAULT_MEMORY_MB)
 
     def _set_memory(self, memory_mb: int) -> None:
         """The container limit backs the per-process RLIMIT_DATA; lowering may fail if in use."""
-        limit = f"{min(memory_mb, MAX_MEMORY_MB)}m"
+        memory_mb = min(memory_mb, MAX_MEMORY_MB)
         try:
-            self.container.update(mem_limit=limit, memswap_limit=limit)
+            self.container.update(mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
             self.memory_mb = memory_mb
         except DockerException:
             pass

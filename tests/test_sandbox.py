@@ -112,6 +112,43 @@ def test_runner_killed_by_a_command_restarts(shared_sandbox):
     assert shared_sandbox.run("echo back").output == "back\n"
 
 
+def _run_together(sandbox, commands: list[str]) -> tuple[list, float]:
+    results: list = [None] * len(commands)
+
+    def one(index: int) -> None:
+        results[index] = sandbox.run(commands[index], timeout=30)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(commands))]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results, time.monotonic() - started
+
+
+def test_docker_runs_commands_of_parallel_sub_agents_at_once(make_sandbox):
+    """Parallel sub-agents share the workspace's container; their commands must not queue."""
+    sandbox = make_sandbox("docker")
+    sandbox.run("echo warm")
+    results, elapsed = _run_together(sandbox, ["sleep 2; echo one", "sleep 2; echo two"])
+    assert [r.output for r in results] == ["one\n", "two\n"]
+    assert elapsed < 3.5, f"the commands queued ({elapsed:.1f} s for two 2 s sleeps)"
+    # one container: a later command on any runner sees what an earlier one left in /tmp
+    sandbox.run("echo shared > /tmp/note")
+    notes, _ = _run_together(sandbox, ["sleep 0.5; cat /tmp/note"] * 3)
+    assert [r.output for r in notes] == ["shared\n"] * 3
+
+
+def test_commands_beyond_the_runner_limit_wait_and_all_finish(make_sandbox):
+    sandbox = make_sandbox("docker")
+    count = sandbox.max_runners + 2
+    results, elapsed = _run_together(sandbox, [f"sleep 1; echo {n}" for n in range(count)])
+    assert [r.output for r in results] == [f"{n}\n" for n in range(count)]
+    assert 1.9 < elapsed < 8  # two rounds, not one and not one at a time
+    assert len(sandbox._idle) <= sandbox.max_runners
+
+
 def test_cwd_inside_workspace_only(shared_sandbox):
     workspace = Path(shared_sandbox.cfg.workspace)
     (workspace / "sub").mkdir(exist_ok=True)
@@ -196,10 +233,10 @@ def test_docker_container_is_hardened(make_sandbox):
 def test_bwrap_leaves_no_pids_cgroup_behind(make_sandbox):
     sandbox = make_sandbox("bwrap")
     assert sandbox.run("echo hi").output == "hi\n"
-    procs = sandbox._channel.transport.cgroup_procs
+    procs = sandbox._idle[-1].transport.cgroup_procs
     if procs is None:
         pytest.skip("no pids cgroup can be made here (the runner's watchdog limits processes)")
-    assert str(sandbox._channel.transport.proc.pid) in procs.read_text().split()
+    assert str(sandbox._idle[-1].transport.proc.pid) in procs.read_text().split()
     sandbox.close()
     assert not procs.parent.exists()
 
@@ -207,7 +244,7 @@ def test_bwrap_leaves_no_pids_cgroup_behind(make_sandbox):
 def test_docker_talks_over_a_direct_socket_and_leaves_no_file(make_sandbox):
     sandbox = make_sandbox("docker")
     assert sandbox.run("echo fast").output == "fast\n"
-    assert type(sandbox._channel.transport).__name__ == "DirectSocket"  # dockerd bypassed
+    assert type(sandbox._idle[-1].transport).__name__ == "DirectSocket"  # dockerd bypassed
     assert list((Path(sandbox.cfg.workspace) / ".lmagent").glob("*.sock")) == []
 
 
