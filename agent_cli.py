@@ -14,6 +14,7 @@ import agent_scheduler
 from agent_core import Config, PermissionGate, StopToken, Workspace
 from agent_llm import RunResult, run_agent
 from agent_sessions import SessionBusy, SessionNotFound, SessionStore
+from llm_client import unreachable_message
 
 EXIT_CODES = {
     "completed": 0,
@@ -196,6 +197,9 @@ def one_shot(config: Config, task: str, args, runtime=None) -> int:
     try:
         with stop_on_signals(stop, io):
             runtime = runtime or start_runtime(config)
+            if not runtime.model.reachable:  # no server at all: say so now, not after retries
+                io.error(unreachable_message(config.llm_url))
+                return 1
             for warning in runtime.warnings:
                 io.event({"type": "status", "session_id": None, "message": f"warning: {warning}"})
             result = run_agent(
@@ -226,11 +230,7 @@ def report(result: RunResult, config: Config, io: TerminalIO) -> int:
 
 def explain_error(result: RunResult, config: Config) -> str:
     if result.extra.get("unreachable"):
-        return (
-            f"cannot reach the LLM server at {config.llm_url}. Start LM Studio, load a model and "
-            "start its server (Developer tab → Start Server, or `lms server start`), or set "
-            "LLM_URL to your server's /v1/chat/completions address."
-        )
+        return unreachable_message(config.llm_url)
     return one_line(result.message)
 
 

@@ -10,7 +10,7 @@ from agent_core import Config, estimate_tokens
 from agent_mcp import MCPManager, describe_command
 from agent_tools import Services, Toolset, sandbox_config
 from agent_vision import vision_tool
-from llm_client import LLMClient, ModelInfo, probe_model
+from llm_client import LLMClient, ModelInfo, probe_model, unreachable_message
 
 SMALL_CONTEXT = 8192  # below this, offer the compact tool set
 COMPACT_TOOLS = (
@@ -39,6 +39,8 @@ class Runtime:
         self.services = Services(config)
         self.model = probe_model(config) if probe else ModelInfo()
         self.warnings: list[str] = []
+        if not self.model.reachable:
+            self.warnings.append(unreachable_message(config.llm_url))
         self.mcp: MCPManager | None = None
         if config.enable_mcp:
             self.mcp = MCPManager(config.workspace)

@@ -758,6 +758,16 @@ class ModelInfo:
     vision_models: list[str] = field(default_factory=list)
     source: str = ""  # which endpoint answered
     supports_tools: bool | None = None  # False: the chat template drops `tools` (llama.cpp)
+    reachable: bool = True  # False: nothing listens at LLM_URL (refused, or no such host)
+
+
+def unreachable_message(llm_url: str) -> str:
+    """What to tell a user when nothing answers at LLM_URL."""
+    return (
+        f"cannot reach the LLM server at {llm_url}. Start LM Studio, load a model and start its "
+        "server (Developer tab → Start Server, or `lms server start`), or set LLM_URL to your "
+        "server's /v1/chat/completions address."
+    )
 
 
 def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
@@ -767,8 +777,10 @@ def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
     for probe in (_probe_lmstudio, _probe_llamacpp, _probe_openai):
         try:
             info = probe(lambda path: _get_json(base + path, headers, timeout), config.llm_model)
-        except (OSError, http.client.HTTPException):
-            return ModelInfo()  # nobody answers: asking the other endpoints would not help
+        except (OSError, http.client.HTTPException) as exc:
+            # nobody answers: asking the other endpoints would not help
+            absent = isinstance(exc, ConnectionRefusedError | socket.gaierror)
+            return ModelInfo(reachable=not absent)
         except (LLMError, ValueError, KeyError, TypeError, AttributeError):
             continue
         if info is not None:

@@ -170,7 +170,9 @@ def test_a_signal_saves_the_session_as_interrupted_and_exits_130(workspace, llm,
 
 
 def test_llm_unreachable_is_one_line_naming_the_url_and_lm_studio(workspace):
-    env = cli_env(workspace)
+    # the default retry settings: with no server at all the answer comes at once, before any
+    # session or request (a server that vanishes mid-run is retried: see test_llm_client)
+    env = cli_env(workspace, LLM_RETRIES="4", LLM_RETRY_DELAY="0.5")
     done = cli(workspace, None, "hello", env=env)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
@@ -178,6 +180,20 @@ def test_llm_unreachable_is_one_line_naming_the_url_and_lm_studio(workspace):
     assert env["LLM_URL"] in lines[0]
     assert "LM Studio" in lines[0]
     assert "Traceback" not in done.stdout + done.stderr
+    assert SessionStore(workspace).list() == []
+
+
+def test_a_server_that_goes_away_after_start_up_is_reported_the_same_way(workspace, llm):
+    llm.add(tool_call("todo_list"))  # one step, then the server is gone
+    env = cli_env(workspace, llm)
+    proc = Running(workspace, llm, "work", env=env)
+    llm.wait_for_requests(1, timeout=15)
+    llm.stop()
+    code, stderr = proc.finish()
+    assert code == 1
+    (line,) = stderr.strip().splitlines()
+    assert env["LLM_URL"] in line and "LM Studio" in line
+    assert only_session(workspace)["status"] == "error"  # kept, and resumable
 
 
 @pytest.mark.parametrize(
