@@ -17,7 +17,6 @@ from pathlib import Path
 from agent_core import (
     STATUS_RUNNING,
     Workspace,
-    atomic_write,
     estimate_tokens,
     locked,
     read_json,
@@ -102,7 +101,7 @@ class DiskWriter:
         self.name = name  # of the thread
         self._cond = threading.Condition()
         self._fd: int | None = None  # a transcript to fsync
-        self._meta: tuple[Path, bytes] | None = None  # the newest metadata snapshot to write
+        self._meta: tuple[Path, dict] | None = None  # the newest metadata snapshot to write
         self._meta_due = 0.0  # monotonic time from which the next snapshot may be written
         self._syncing = False  # an fsync is under way
         self._writing = False  # a metadata write is under way
@@ -116,9 +115,8 @@ class DiskWriter:
             self._wake()
 
     def write_meta_later(self, path: Path, meta: dict) -> None:
-        encoded = json.dumps(meta, ensure_ascii=False, indent=2).encode("utf-8")  # a snapshot
         with self._cond:
-            self._meta = (path, encoded)
+            self._meta = (path, dict(meta))  # a snapshot: the caller goes on changing its dict
             self._wake()
 
     def settle(self) -> None:
@@ -153,7 +151,7 @@ class DiskWriter:
             self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
             self._thread.start()
 
-    def _next_job(self) -> tuple[int | None, tuple[Path, bytes] | None] | None:
+    def _next_job(self) -> tuple[int | None, tuple[Path, dict] | None] | None:
         """Under the lock: wait for work; None when the thread should end."""
         while True:
             meta_ready = self._meta is not None and (
@@ -189,12 +187,12 @@ class DiskWriter:
                 self._cond.notify_all()
 
     @staticmethod
-    def _flush(fd: int | None, meta: tuple[Path, bytes] | None) -> OSError | None:
+    def _flush(fd: int | None, meta: tuple[Path, dict] | None) -> OSError | None:
         try:
             if fd is not None:
                 os.fsync(fd)
             if meta is not None:
-                atomic_write(*meta, durable=False)
+                write_json(*meta, durable=False)
         except OSError as exc:
             return exc
         return None
