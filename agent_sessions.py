@@ -87,7 +87,8 @@ class DiskWriter:
     A transcript line is written to the OS before `Session.append` returns, so a killed process
     loses nothing. The fsync that also protects it from a power cut runs here, overlapping the
     tool call or model request that follows, and the next append waits for it (`settle`): at
-    most the newest message is ever not yet on disk.
+    most the newest message (or step: results of read-only calls join their call's fsync) is
+    ever not yet on disk.
 
     Per-step metadata (counters for listings) is written at most once per META_INTERVAL
     seconds, newest snapshot only, so a fast loop does not rewrite the file on every step; the
@@ -106,7 +107,7 @@ class DiskWriter:
         self._syncing = False  # an fsync is under way
         self._writing = False  # a metadata write is under way
         self._closing = False
-        self._error: OSError | None = None
+        self._error: Exception | None = None
         self._thread: threading.Thread | None = None
 
     def fsync_later(self, fd: int) -> None:
@@ -187,13 +188,15 @@ class DiskWriter:
                 self._cond.notify_all()
 
     @staticmethod
-    def _flush(fd: int | None, meta: tuple[Path, dict] | None) -> OSError | None:
+    def _flush(fd: int | None, meta: tuple[Path, dict] | None) -> Exception | None:
+        """Do one job; its error (a full disk, metadata that is not JSON) is kept for `settle`,
+        so the thread never dies with a job half done."""
         try:
             if fd is not None:
                 os.fsync(fd)
             if meta is not None:
                 write_json(*meta, durable=False)
-        except OSError as exc:
+        except Exception as exc:
             return exc
         return None
 

@@ -383,7 +383,7 @@ def test_a_tool_name_that_is_not_a_string_is_an_unknown_tool(workspace, config):
         assert result["error"].startswith("unknown tool"), name
 
 
-def test_a_failed_background_write_is_reported_at_the_next_append_and_nothing_is_lost(workspace):
+def test_a_failed_background_write_is_reported_not_swallowed_and_nothing_is_lost(workspace):
     store = SessionStore(workspace)
     session = store.create("task")
     session.append({"role": "user", "content": "first"})
@@ -391,7 +391,7 @@ def test_a_failed_background_write_is_reported_at_the_next_append_and_nothing_is
     session.meta_path.mkdir()  # the metadata file can no longer be replaced
     session.save_meta(durable=False)  # per-step counters: written in the background
     with pytest.raises(OSError):
-        session.append({"role": "user", "content": "second"})
+        session.close()  # writes what is pending: the error comes out here at the latest
     session.meta_path.rmdir()
     session.append({"role": "user", "content": "second"})  # the problem is gone: go on
     session.save_meta(status="interrupted")
@@ -466,3 +466,18 @@ def test_thinking_is_kept_in_the_transcript_but_never_sent_back(workspace, llm, 
     assert replies[1]["content"] == "Nothing to do.\nTASK_COMPLETE"
     sent = json.dumps(llm.requests[1]["messages"])
     assert "First look" not in sent and "reasoning" not in sent
+
+
+def test_metadata_that_is_not_json_is_reported_and_the_writer_keeps_working(workspace):
+    session = SessionStore(workspace).create("task")
+    session.meta["odd"] = object()
+    session.save_meta(durable=False)
+    with pytest.raises(TypeError):
+        session.close()
+    del session.meta["odd"]
+    session.append({"role": "user", "content": "next"})
+    session.save_meta(durable=False)
+    session.close()
+    reopened = SessionStore(workspace).open(session.id)
+    assert [m["content"] for m in reopened.transcript] == ["next"]
+    assert reopened.meta["messages"] == 1
