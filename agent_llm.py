@@ -40,6 +40,7 @@ from agent_prompts import (
     NUDGE_ANNOUNCED,
     NUDGE_COMMANDS,
     NUDGE_EMPTY,
+    NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
     announces_work,
@@ -54,6 +55,7 @@ from agent_prompts import (
 from agent_sessions import Session, SessionStore
 from agent_tools import Services, ToolContext, Toolset, default_toolset
 from llm_client import (
+    CUT_REPEATING,
     Callbacks,
     ContextOverflow,
     LLMClient,
@@ -286,6 +288,10 @@ class AgentRun:
             # when no tools are offered: ask once more without them before calling it empty
             self.emit("status", message="empty reply; asking again without tool definitions")
             reply = self.query(tools=False)
+        if reply.finish_reason == CUT_REPEATING:
+            self.session.append(assistant_message(reply, []))  # kept to one copy of the loop
+            self.push(NUDGE_REPEATING, "the model keeps repeating itself")
+            return
         try:
             calls, native = self.parse(reply)
         except FormatError as exc:
@@ -374,6 +380,12 @@ class AgentRun:
             )
         self.emit("status", message=f"format error {self.format_errors}/{MAX_FORMAT_ERRORS}")
         self.session.append({"role": "user", "content": problem})
+
+    def push(self, text: str, stuck: str) -> None:
+        """Nudge the model on; after MAX_NUDGES in a row the run ends blocked with `stuck`."""
+        if self.nudges >= MAX_NUDGES:
+            raise Blocked(stuck)
+        self.nudge(text)
 
     def nudge(self, text: str) -> None:
         self.nudges += 1
@@ -474,9 +486,7 @@ class AgentRun:
         if COMPLETE_LINE.search(content):
             raise Completed(final_text(content))
         if announces_work(content):
-            if self.nudges >= MAX_NUDGES:
-                raise Blocked("the model keeps announcing work without calling tools")
-            self.nudge(NUDGE_ANNOUNCED)
+            self.push(NUDGE_ANNOUNCED, "the model keeps announcing work without calling tools")
             return
         if shows_commands(content) and not self.called_tools and not self.nudged_commands:
             self.nudged_commands = True  # once: a how-to answer may show commands on purpose

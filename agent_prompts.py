@@ -47,6 +47,10 @@ NUDGE_COMMANDS = (
     "task needs them, run them with the shell tool now. If nothing needs running, reply "
     "TASK_COMPLETE."
 )
+NUDGE_REPEATING = (
+    "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
+    "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
+)
 NUDGE_EMPTY = (
     "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
 )

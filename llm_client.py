@@ -233,6 +233,44 @@ class _Shown:
         return new, diverged
 
 
+LOOP_WINDOW = 2000  # characters of one short piece repeated that cut a streamed reply off
+LOOP_MAX_PERIOD = 200  # the longest piece counted
+LOOP_CHECK_EVERY = 250  # characters streamed between checks
+CUT_REPEATING = "repeating"  # Reply.finish_reason of a reply cut off for looping
+
+
+def loop_period(text: str) -> int:
+    """The length of the piece the end of `text` keeps repeating over its last LOOP_WINDOW
+    characters (a small model stuck in a loop), or 0."""
+    if len(text) < LOOP_WINDOW:
+        return 0
+    tail = text[-LOOP_WINDOW:]
+    probe = tail[-32:]
+    end = len(tail) - 1
+    while (found := tail.rfind(probe, 0, end)) >= 0:
+        period = len(tail) - len(probe) - found
+        if period > LOOP_MAX_PERIOD:
+            return 0
+        if tail[period:] == tail[:-period]:
+            return period
+        end = found + len(probe) - 1
+    return 0
+
+
+def without_loop(text: str, period: int) -> str:
+    """`text` up to the end of the first copy of the piece its ending repeats."""
+    if period <= 0:
+        return text
+    start = len(text) - period  # walk back to where the repetition began
+    while start > 0 and text[start - 1] == text[start - 1 + period]:
+        start -= 1
+    return text[: start + period]
+
+
+class _Looping(Exception):
+    """The streamed reply keeps repeating itself: stop reading it."""
+
+
 class _StreamState:
     """Accumulates one reply; survives a restart without re-emitting shown text."""
 
@@ -244,6 +282,7 @@ class _StreamState:
         self.reply = Reply()
         self.calls: dict[int, dict] = {}
         self.started = time.monotonic()
+        self.unchecked = 0  # characters streamed since the last look for a loop
 
     def restart(self) -> None:
         self.content.current = self.thought.current = ""
@@ -259,12 +298,29 @@ class _StreamState:
             self.filter = ThinkFilter()
         if new:
             self._emit(self.filter.feed(new) if self.strip else [("content", new)])
+        self._look_for_loop(text)
 
     def reasoning(self, text: str) -> None:
         self._first_token()
         new, _ = self.thought.add(text)
         if new:
             self.callbacks.on_thinking(new)
+        self._look_for_loop(text)
+
+    def _look_for_loop(self, text: str) -> None:
+        self.unchecked += len(text)
+        if self.unchecked < LOOP_CHECK_EVERY:
+            return
+        self.unchecked = 0
+        if loop_period(self.content.current) or loop_period(self.thought.current):
+            raise _Looping()
+
+    def cut_loop(self) -> Reply:
+        """The reply so far, its repeated ending kept to one copy, marked CUT_REPEATING."""
+        for channel in (self.content, self.thought):
+            channel.current = without_loop(channel.current, loop_period(channel.current))
+        self.reply.finish_reason = CUT_REPEATING
+        return self.finish()
 
     def tool_delta(self, position: int, delta: dict) -> None:
         self._first_token()
@@ -539,17 +595,22 @@ class LLMClient:
         return rule.action in ("fail", "drop_param") or count > self.config.llm_retries
 
     def _attempt(self, messages, tools, state: _StreamState, stop: StopToken, stream: bool):
-        """One request; the Reply, or None for a stream that carried nothing."""
-        with self._open(self.build_body(messages, tools, stream), stop) as response:
-            try:
-                if "text/event-stream" not in (response.getheader("Content-Type") or ""):
-                    _apply_completion(_json_object(response.read()), state)
-                    return state.finish()
-                got_any = self._consume(response, state)
-            except (OSError, http.client.HTTPException) as exc:
-                if not state.reply.finish_reason or stop.stopped:
-                    raise StreamBroken(f"the reply broke off: {_root_cause(exc)}") from None
-                got_any = True  # the reply was complete; only the tail of the stream broke
+        """One request; the Reply, or None for a stream that carried nothing. A reply that
+        keeps repeating itself is cut off (its connection is closed, not reused)."""
+        try:
+            with self._open(self.build_body(messages, tools, stream), stop) as response:
+                try:
+                    if "text/event-stream" not in (response.getheader("Content-Type") or ""):
+                        _apply_completion(_json_object(response.read()), state)
+                        return state.finish()
+                    got_any = self._consume(response, state)
+                except (OSError, http.client.HTTPException) as exc:
+                    if not state.reply.finish_reason or stop.stopped:
+                        raise StreamBroken(f"the reply broke off: {_root_cause(exc)}") from None
+                    got_any = True  # the reply was complete; only the tail of the stream broke
+        except _Looping:
+            state.callbacks.on_status("the reply kept repeating itself; cut off")
+            return state.cut_loop()
         return state.finish() if got_any else None
 
     @contextlib.contextmanager

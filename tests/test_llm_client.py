@@ -288,6 +288,56 @@ def test_think_blocks_are_kept_when_thinking_model_is_false(llm, workspace):
     assert reply.content == raw and "".join(seen.tokens) == raw and seen.thinking == []
 
 
+# --------------------------------------------------------------------------- looping replies
+
+
+LOOPED = "Let me create the file.\n" + "# hello\n#\n" * 2000  # 20 KB of one 10-character piece
+
+
+def test_a_reply_stuck_in_a_loop_is_cut_off_early_and_kept_to_one_copy(llm, workspace):
+    seen = Seen()
+    client = LLMClient(make_config(workspace, llm))
+    reply = ask(llm, workspace, text(LOOPED, chunk_size=10), seen=seen, client=client)
+    assert reply.finish_reason == "repeating"
+    assert reply.content == "Let me create the file.\n# hello\n#"
+    shown = "".join(seen.tokens)
+    assert len(shown) < 3000 < len(LOOPED)  # it stopped reading early
+    assert any("repeating itself" in s for s in seen.status)
+    # the cut connection is not reused: the next request gets a clean answer
+    assert ask(llm, workspace, text("fine"), client=client).content == "fine"
+
+
+def test_thinking_stuck_in_a_loop_is_cut_off_too(llm, workspace):
+    reply = ask(llm, workspace, text("x", reasoning="Wait, let me think. " * 600, chunk_size=20))
+    assert reply.finish_reason == "repeating"
+    assert reply.reasoning == "Wait, let me think. "
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "".join(f"line {n}: value {n * n}\n" for n in range(400)),  # long, each line different
+        "=" * 1500 + "\nThe table above is a separator.",  # repetition, but shorter than the window
+        "".join(f"| {n:>4} | {'ok' if n % 2 else 'no'} |\n" for n in range(300)),
+    ],
+    ids=["numbered-lines", "short-repeat", "table"],
+)
+def test_long_answers_that_merely_repeat_a_little_are_not_cut(llm, workspace, content):
+    reply = ask(llm, workspace, text(content, chunk_size=50))
+    assert reply.finish_reason == "stop"
+    assert reply.content == content.strip()
+
+
+def test_loop_period_and_without_loop():
+    assert llm_client.loop_period("ab" * 1000) == 2
+    assert llm_client.loop_period("intro " + "xyz-" * 600) == 4
+    assert llm_client.loop_period("ab" * 900) == 0  # under the window
+    assert llm_client.loop_period("".join(str(n) for n in range(2000))) == 0
+    assert llm_client.without_loop("intro " + "xyz-" * 600, 4) == "intro xyz-"
+    assert llm_client.without_loop("intro " + "xyz-" * 600 + "xy", 4) == "intro xyz-"
+    assert llm_client.without_loop("same", 0) == "same"
+
+
 # --------------------------------------------------------------------------- retry policy
 
 

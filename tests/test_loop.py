@@ -153,6 +153,25 @@ def test_a_code_block_after_real_work_or_a_second_time_ends_the_run(config, llm)
     assert result.status == "completed" and "ls -l" in result.message
 
 
+def test_a_looping_reply_is_cut_recorded_once_and_the_model_is_told(config, llm, workspace):
+    looped = "Writing it now.\n" + "hello hello " * 1000
+    llm.add(text(looped, chunk_size=24), text("Sorry.\nTASK_COMPLETE"))
+    result, _ = run(config, "write hello.txt")
+    llm.assert_all_used()
+    assert result.status == "completed"
+    retry = llm.requests[1]["messages"]
+    assert retry[-2] == {"role": "assistant", "content": "Writing it now.\nhello"}  # one copy
+    assert "repeating" in retry[-1]["content"]
+
+
+def test_a_model_that_keeps_looping_ends_blocked(config, llm):
+    llm.add(*[text("again " * 500, chunk_size=30) for _ in range(4)])
+    result, _ = run(config)
+    llm.assert_all_used()
+    assert (result.status, len(llm.requests)) == ("blocked", 4)
+    assert "repeating itself" in result.message
+
+
 def test_open_todos_get_exactly_one_nudge(config, llm):
     llm.add(
         tool_call("todo_add", {"description": "write tests"}),
