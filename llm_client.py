@@ -221,6 +221,7 @@ class _Shown:
     def __init__(self):
         self.shown = ""  # text already passed to a callback
         self.current = ""  # text of the current attempt
+        self.looked_at = 0  # len(current) when it was last looked at for a loop
 
     def add(self, text: str) -> tuple[str, bool]:
         """(text to show now, whether the attempt diverged from what was shown)."""
@@ -282,10 +283,10 @@ class _StreamState:
         self.reply = Reply()
         self.calls: dict[int, dict] = {}
         self.started = time.monotonic()
-        self.unchecked = 0  # characters streamed since the last look for a loop
 
     def restart(self) -> None:
         self.content.current = self.thought.current = ""
+        self.content.looked_at = self.thought.looked_at = 0
         self.calls = {}
         self.reply.finish_reason = None
         self.reply.usage = {}
@@ -298,21 +299,22 @@ class _StreamState:
             self.filter = ThinkFilter()
         if new:
             self._emit(self.filter.feed(new) if self.strip else [("content", new)])
-        self._look_for_loop(text)
+        self._look_for_loop(self.content)
 
     def reasoning(self, text: str) -> None:
         self._first_token()
         new, _ = self.thought.add(text)
         if new:
             self.callbacks.on_thinking(new)
-        self._look_for_loop(text)
+        self._look_for_loop(self.thought)
 
-    def _look_for_loop(self, text: str) -> None:
-        self.unchecked += len(text)
-        if self.unchecked < LOOP_CHECK_EVERY:
+    @staticmethod
+    def _look_for_loop(channel: _Shown) -> None:
+        """Every LOOP_CHECK_EVERY characters of a channel, look at its ending for a loop."""
+        if len(channel.current) - channel.looked_at < LOOP_CHECK_EVERY:
             return
-        self.unchecked = 0
-        if loop_period(self.content.current) or loop_period(self.thought.current):
+        channel.looked_at = len(channel.current)
+        if loop_period(channel.current):
             raise _Looping()
 
     def cut_loop(self) -> Reply:

@@ -299,7 +299,8 @@ class RunnerSandbox:
             channel = self._send(channel, request)
             result, healthy = self._exchange(channel, request, stop, memory_mb)
             if not healthy:
-                channel = self._discard(channel)
+                self._discard(channel)
+                channel = None
             return result
         except SandboxUnavailable as exc:
             channel = None
@@ -375,14 +376,16 @@ class RunnerSandbox:
         """Send on the runner; if it died since its last command, start a new one once."""
         for attempt in (1, 2):
             if channel is not None and not channel.alive():
-                channel = self._discard(channel)
+                self._discard(channel)
+                channel = None
             if channel is None:
                 channel = self._connect_checked()
             try:
                 channel.send(request)
                 return channel
             except ChannelLost:
-                channel = self._discard(channel)
+                self._discard(channel)
+                channel = None
                 if attempt == 2:
                     raise SandboxUnavailable("cannot reach the sandbox runner") from None
         raise AssertionError("unreachable")
