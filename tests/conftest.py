@@ -79,3 +79,9 @@ def tool_context(config: Config, *, session=None, services=None, **extra) -> Too
         services=services or Services(config),
         **extra,
     )
+
+
+@pytest.fixture
+def ctx(workspace: Path) -> ToolContext:
+    """A tool context for `workspace`, with a test config."""
+    return tool_context(make_config(workspace))

@@ -8,16 +8,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_config, tool_context
 
 import file_tools
 from agent_tools import default_toolset
-from tool_registry import ToolContext
-
-
-@pytest.fixture
-def ctx(workspace: Path) -> ToolContext:
-    return tool_context(make_config(workspace))
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ Run only these with `pytest -m realmodel`, or leave them out with `pytest -m "no
 from __future__ import annotations
 
 import json
-import os
 import queue
 import re
 import socket
@@ -22,9 +21,10 @@ from pathlib import Path
 import pytest
 from conftest import need
 from realmodel_fixtures import N_CTX, Relay, need_model, need_module, real_config, start_xllama
+from test_cli import cli_env
 
 from agent_cli import EXIT_CODES
-from agent_core import PathError, Workspace, describe_settings
+from agent_core import PathError, Workspace
 from agent_llm import run_agent
 from agent_sessions import SessionStore
 from agent_setup import Runtime
@@ -35,7 +35,6 @@ pytest_plugins = ["realmodel_fixtures"]  # xllama, lcpp
 pytestmark = pytest.mark.realmodel
 
 ROOT = Path(__file__).resolve().parent.parent
-SETTINGS = {name for name, _, _ in describe_settings()}
 READ_SCHEMA = {
     "type": "function",
     "function": {
@@ -70,20 +69,11 @@ def small_toolset(config, *names: str) -> tuple[Toolset, Services]:
 
 
 def agent_env(workspace: Path, url: str, **extra: str) -> dict:
-    """A user's environment without their LMAgent settings, against `url`."""
-    env = {k: v for k, v in os.environ.items() if k not in SETTINGS}
-    env.update(
-        WORKSPACE=str(workspace),
-        LLM_URL=url,
-        PERMISSION_MODE="auto",
-        LLM_TEMPERATURE="0",
-        LLM_MAX_TOKENS="48",
-        LLM_TIMEOUT="180",
-        MAX_ITERATIONS="3",
-        ENABLE_MCP="false",
-        SANDBOX_BACKEND="process",
-        PYTHONUNBUFFERED="1",
-    )
+    """cli_env against `url`, with the client's default retries (as a user has them) and
+    settings for a slow CPU model."""
+    env = cli_env(workspace, None, LLM_URL=url, LLM_TEMPERATURE="0", LLM_MAX_TOKENS="48")
+    env.update(LLM_TIMEOUT="180", MAX_ITERATIONS="3")
+    del env["LLM_RETRY_DELAY"], env["LLM_RETRIES"]
     env.update(extra)
     return env
 

@@ -7,12 +7,10 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import pytest
-from conftest import make_config, tool_context
 
 from agent_tools import default_toolset
 from tool_registry import (
     ArgumentError,
-    ToolContext,
     ToolError,
     Toolset,
     make_tool,
@@ -53,11 +51,6 @@ CONTRACT = {
     "task_reconcile": ([], []),
     "get_time": ([], []),
 }
-
-
-@pytest.fixture
-def ctx(workspace: Path) -> ToolContext:
-    return tool_context(make_config(workspace))
 
 
 @pytest.fixture
