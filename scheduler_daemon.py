@@ -29,7 +29,6 @@ from scheduler_files import (
     Paths,
     names,
     parse_job,
-    write_marker,
 )
 from scheduler_queue import TaskQueue
 from waiting_index import WaitingIndex, parse_time
@@ -276,7 +275,9 @@ class Scheduler:
 
         def sink(event: dict) -> None:
             if event.get("type") == "session" and "agent_id" not in event:
-                write_marker(marker, event["session_id"])  # from here on: resume, not redo
+                # from here on: resume, not redo. Not fsynced: it must survive the daemon's
+                # death, not the machine's (after a power cut the task is merely redone)
+                atomic_write(marker, event["session_id"], durable=False)
                 with self._mutex:
                     self.sessions_busy.add(event["session_id"])
             if front_end is not None:

@@ -189,14 +189,6 @@ def names(directory: Path) -> list[str]:
         return []
 
 
-def write_marker(path: Path, text: str) -> None:
-    """Atomic but not fsynced: it must survive the daemon's death, not the machine's (after a
-    power cut the task is merely redone), and it is written once per task."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
 class DaemonLock:
     """An OS lock on `daemon.lock`, held while the daemon lives; the kernel drops it on death."""
 
