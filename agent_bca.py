@@ -260,14 +260,16 @@ def _reported_artifacts(workspace: Workspace, artifacts: list[str]) -> list[str]
     paths, problems = [], []
     for artifact in artifacts:
         try:
-            real = workspace.resolve(artifact)
+            info, rel = workspace.stat(artifact)
         except ValueError as exc:
             problems.append(str(exc))
             continue
-        if not real.exists():
+        except OSError:
+            info = None
+        if info is None:
             problems.append(f"artifact {artifact!r} does not exist; create it or leave it out")
-        elif workspace.relative(real) not in paths:
-            paths.append(workspace.relative(real))
+        elif rel not in paths:
+            paths.append(rel)
     if problems:
         raise ArgumentError("; ".join(problems))
     return paths

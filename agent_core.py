@@ -19,6 +19,8 @@ from pathlib import Path
 
 from dotenv import dotenv_values
 
+from workspace import PathError, Workspace  # noqa: F401 - the boundary, re-exported
+
 try:
     import fcntl
 except ImportError:  # Windows
@@ -27,7 +29,6 @@ except ImportError:  # Windows
 
 VERSION = "0.1.0"
 SCRIPT_DIR = Path(__file__).resolve().parent
-PROTECTED_NAMES = (".lmagent", ".lmagent.md")
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETED = "completed"
@@ -48,10 +49,6 @@ FINAL_STATUSES = (
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names the variable and what is allowed."""
-
-
-class PathError(ValueError):
-    """A path argument was refused (outside the workspace, protected, or malformed)."""
 
 
 # --------------------------------------------------------------------------- configuration
@@ -362,50 +359,6 @@ def locked(path: Path, wait: float | None = None) -> Iterator[bool]:
                 unlock(fd)
     finally:
         os.close(fd)
-
-
-class Workspace:
-    """The boundary: every path the agent touches is resolved (symlinks followed) inside root."""
-
-    def __init__(self, root: Path | str):
-        self.root = Path(root).expanduser().resolve()
-
-    @property
-    def data_dir(self) -> Path:
-        return self.root / ".lmagent"
-
-    def resolve(self, path: str, *, write: bool = False) -> Path:
-        """Return the real absolute path, or raise PathError with a reason the model can act on."""
-        if not isinstance(path, str) or not path.strip():
-            raise PathError("path must be a non-empty string")
-        if "\x00" in path:
-            raise PathError("path contains a NUL byte")
-        candidate = Path(path.strip())
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
-        real = Path(os.path.realpath(candidate))
-        if not real.is_relative_to(self.root):
-            raise PathError(f"'{path}' is outside the workspace {self.root}; use a path inside it")
-        if write and self.is_protected(real):
-            raise PathError(
-                f"'{path}' is the agent's own configuration (.lmagent/, .lmagent.md); "
-                "it cannot be changed by the agent"
-            )
-        return real
-
-    def is_protected(self, real: Path) -> bool:
-        if real == self.root:
-            return False
-        first = real.relative_to(self.root).parts[0].casefold()
-        return first in PROTECTED_NAMES
-
-    def relative(self, real: Path) -> str:
-        rel = Path(real).relative_to(self.root).as_posix()
-        return rel or "."
-
-    def ensure(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(exist_ok=True)
 
 
 # --------------------------------------------------------------------------- stopping

@@ -260,7 +260,7 @@ def _git(ctx: ToolContext, *args: str, timeout: float = 60) -> dict:
 
 
 def _git_paths(ctx: ToolContext, paths: list[str]) -> list[str]:
-    return [ctx.workspace.relative(ctx.workspace.resolve(p)) for p in paths]
+    return [ctx.workspace.resolve(p) for p in paths]
 
 
 def tool_git_status(ctx: ToolContext) -> dict:

@@ -7,6 +7,7 @@ true. Images are checked by content, not by extension, and downscaled when too l
 from __future__ import annotations
 
 import base64
+import errno
 import io
 from typing import Annotated as A
 
@@ -73,14 +74,17 @@ def vision_tool(model_id: str) -> Tool:
         prompt: A[str, "what to look for"] = "Describe this image in detail.",
     ) -> dict:
         """Analyse an image from the workspace with the vision model."""
-        real = ctx.workspace.resolve(path)
-        if not real.is_file():
-            raise ToolError(f"file not found: {path}")
-        if real.stat().st_size > MAX_IMAGE_BYTES:
-            raise ToolError(f"image is larger than {MAX_IMAGE_BYTES // 2**20} MB")
-        mime, data = prepare_image(real.read_bytes())
+        try:
+            raw, rel = ctx.workspace.read_bytes(path, MAX_IMAGE_BYTES)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise ToolError(f"file not found: {path}") from None
+        except OSError as exc:
+            if exc.errno == errno.EFBIG:
+                raise ToolError(f"image is larger than {MAX_IMAGE_BYTES // 2**20} MB") from None
+            raise ToolError(f"cannot read '{path}': {exc.strerror or exc}") from None
+        mime, data = prepare_image(raw)
         answer = ask_vision_model(ctx.config, model_id, prompt, data_url(mime, data))
-        return {"path": ctx.workspace.relative(real), "model": model_id, "analysis": answer}
+        return {"path": rel, "model": model_id, "analysis": answer}
 
     return make_tool(tool_vision)
 

@@ -322,7 +322,7 @@ def _install_files(app: Flask, state: WebState) -> None:
         if request.args.get("raw") != "1":
             return jsonify(describe_file(workspace, path))
         raw = raw_file(workspace, path)
-        response = send_file(raw.path, mimetype=raw.mimetype, max_age=0, conditional=True)
+        response = send_file(raw.handle, mimetype=raw.mimetype, max_age=0, etag=False)
         response.headers["Content-Disposition"] = "inline"
         response.headers["Cache-Control"] = "no-store"
         if raw.sandboxed:

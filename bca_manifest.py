@@ -108,14 +108,14 @@ def _deliverable_paths(value: object, where: str, ws: Workspace, problems: list[
     paths = []
     for path in filter(None, (_text(p) for p in raw)):
         try:
-            real = ws.resolve(path, write=True)
-        except PathError as exc:
+            rel = ws.resolve(path, write=True)
+        except (PathError, OSError) as exc:
             problems.append(f"{where}: deliverable_path {path!r} cannot be used: {exc}")
             continue
-        if real == ws.root:
+        if rel == ".":
             problems.append(f"{where}: deliverable_path must name a file or folder, not '.'")
             continue
-        paths.append(ws.relative(real) + ("/" if path.endswith("/") else ""))
+        paths.append(rel + ("/" if path.endswith("/") else ""))
     return paths
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -208,15 +209,17 @@ def check_artifacts(workspace: Workspace, paths: list[str]) -> list[dict]:
     for path in paths:
         entry = {"path": path, "inside_workspace": False, "exists": False, "non_empty": False}
         try:
-            real = workspace.resolve(str(path))
+            info, rel = workspace.stat(str(path))
         except PathError:
             checks.append({**entry, "ok": False})
             continue
-        entry.update(inside_workspace=True, exists=real.exists())
-        if real.is_file():
-            entry.update(non_empty=real.stat().st_size > 0, bytes=real.stat().st_size)
-        elif real.is_dir():
-            entry["non_empty"] = any(real.iterdir())
+        except OSError:
+            info = None
+        entry.update(inside_workspace=True, exists=info is not None)
+        if info is not None and stat.S_ISREG(info.st_mode):
+            entry.update(non_empty=info.st_size > 0, bytes=info.st_size)
+        elif info is not None and stat.S_ISDIR(info.st_mode):
+            entry["non_empty"] = next(workspace.walk(rel, max_depth=1), None) is not None
         entry["ok"] = entry["exists"] and entry["non_empty"]
         checks.append(entry)
     return checks
@@ -259,10 +262,7 @@ def dependency_results(workspace: Workspace, results: list[dict], budget: int) -
 
 def _small_text(workspace: Workspace, path: str, limit: int) -> str | None:
     try:
-        real = workspace.resolve(path)
-        if not real.is_file() or real.stat().st_size > limit * 4:
-            return None
-        raw = real.read_bytes()
+        raw, _ = workspace.read_bytes(path, limit * 4)
     except (PathError, OSError):
         return None
     if b"\x00" in raw:

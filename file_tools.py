@@ -1,23 +1,24 @@
 """File tools: read, write, edit, glob, grep, ls, mkdir — all confined to the workspace.
 
-Every path argument goes through `Workspace.resolve` (symlinks followed); the walks behind glob and
-grep never step into a symlinked directory and leave out links whose target is outside.
+Every path is opened, created, listed and walked beneath the workspace by descriptor
+(`workspace.Workspace`): symlinks inside are followed by the agent itself, never by the kernel,
+so a link swapped in at any moment cannot lead a tool outside. The walks behind glob and grep
+never step into a symlinked directory and leave out links whose target is outside.
 """
 
 from __future__ import annotations
 
 import difflib
-import operator
+import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Annotated as A
 from typing import BinaryIO
 
-from agent_core import PathError, Workspace, atomic_write
 from tool_registry import ArgumentError, ToolContext, ToolError, make_tool
+from workspace import READ_FLAGS, PathError, WalkItem, Workspace
 
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 60_000
@@ -37,55 +38,44 @@ FUZZY_MARGIN = 0.02  # a rival this close to the best fuzzy match makes it ambig
 # --------------------------------------------------------------------------- paths and errors
 
 
-def _resolve(workspace: Workspace, path: str, *, write: bool = False) -> Path:
-    """The real path inside the workspace; `~` is refused rather than taken as a folder name."""
-    if isinstance(path, str) and path.strip().startswith("~"):
-        raise PathError(f"'{path}' points into a home directory; use a path inside the workspace")
-    return workspace.resolve(path, write=write)
-
-
 def _os_error(action: str, shown: str, exc: OSError) -> ToolError:
+    """The ToolError for an OSError met while using `shown`, in the model's terms."""
     shown = shown if len(shown) <= 120 else shown[:120] + "…"
+    if isinstance(exc, FileNotFoundError):
+        return ToolError(f"not found: {shown}; use ls or glob to find it")
+    if exc.errno == errno.ENOTDIR:
+        return ToolError(f"cannot {action} '{shown}': a file is in the way of its folder")
     return ToolError(f"cannot {action} '{shown}': {exc.strerror or exc}")
 
 
-def _open_text(real: Path, shown: str, hint: str = "use ls or glob to find it") -> BinaryIO:
-    """An open binary handle on a regular text file, or a ToolError saying why not."""
+def _open_text(ws: Workspace, shown: str, hint: str = "use ls or glob to find it") -> tuple:
+    """(open binary handle on a regular text file, its canonical path), or a ToolError."""
     try:
-        mode = os.stat(real).st_mode
+        fd, rel = ws.open(shown)
     except FileNotFoundError:
         raise ToolError(f"file not found: {shown}; {hint}") from None
     except OSError as exc:
         raise _os_error("read", shown, exc) from None
-    if stat.S_ISDIR(mode):
-        raise ToolError(f"'{shown}' is a directory; use ls to list it")
+    mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise ToolError(f"'{shown}' is a directory; use ls to list it")
         raise ToolError(f"'{shown}' is not a regular file")
-    try:
-        handle = open(real, "rb")  # noqa: SIM115 - returned to the caller's `with`
-    except OSError as exc:
-        raise _os_error("read", shown, exc) from None
+    handle = os.fdopen(fd, "rb")
     if b"\x00" in handle.read(BINARY_PROBE):
         handle.close()
         raise ToolError(f"'{shown}' is a binary file; only text files can be read or edited")
     handle.seek(0)
-    return handle
+    return handle, rel
 
 
-def _mode(real: Path, shown: str) -> int | None:
-    """The file type and mode bits of a path, None when nothing is there."""
+def _write_file(ws: Workspace, shown: str, payload: bytes) -> tuple[str, bool]:
+    """(canonical path, created) after replacing the file atomically."""
     try:
-        return os.stat(real).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise _os_error("use", shown, exc) from None
-
-
-def _write_file(real: Path, shown: str, payload: bytes) -> None:
-    try:
-        real.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(real, payload)
+        return ws.write(shown, payload)
+    except IsADirectoryError:
+        raise ToolError(f"'{shown}' is a directory; give a file path") from None
     except (FileExistsError, NotADirectoryError):
         raise ToolError(f"cannot write '{shown}': a file is in the way of its folder") from None
     except OSError as exc:
@@ -104,15 +94,15 @@ def tool_read(
     """Read a text file from the workspace (a window of lines for large files)."""
     if offset < 1 or limit < 1:
         raise ArgumentError("offset (1-based first line) and limit (lines) must be 1 or more")
-    real = _resolve(ctx.workspace, path)
-    with _open_text(real, path) as handle:
+    handle, rel = _open_text(ctx.workspace, path)
+    with handle:
         window, next_offset, total = _read_window(handle, offset, min(limit, READ_MAX_LINES))
         if next_offset is not None:
             total += _count_lines(handle)
     if offset > max(total, 1):
         raise ArgumentError(f"offset {offset} is past the end of '{path}' ({total} lines)")
     result = {
-        "path": ctx.workspace.relative(real),
+        "path": rel,
         "content": "".join(window),
         "total_lines": total,
         "lines": f"{offset}-{offset + len(window) - 1}" if window else "none",
@@ -170,13 +160,11 @@ def tool_write(
     content: A[str, "the complete new file content"],
 ) -> dict:
     """Create or overwrite a file in the workspace with the given content."""
-    real = _resolve(ctx.workspace, path, write=True)
-    mode = _mode(real, path)
-    if path.rstrip().endswith("/") or (mode is not None and stat.S_ISDIR(mode)):
+    if path.rstrip().endswith("/"):
         raise ToolError(f"'{path}' is a directory; give a file path")
     payload = content.encode("utf-8", "replace")
-    _write_file(real, path, payload)
-    return {"path": ctx.workspace.relative(real), "bytes": len(payload), "created": mode is None}
+    rel, created = _write_file(ctx.workspace, path, payload)
+    return {"path": rel, "bytes": len(payload), "created": created}
 
 
 def tool_edit(
@@ -190,8 +178,9 @@ def tool_edit(
         raise ArgumentError("search must not be empty; use write to create a file")
     if search == replace:
         raise ArgumentError("search and replace are identical; nothing would change")
-    real = _resolve(ctx.workspace, path, write=True)
-    with _open_text(real, path, hint="use write to create a new file") as handle:
+    ctx.workspace.resolve(path, write=True)  # refused before anything is read
+    handle, _ = _open_text(ctx.workspace, path, hint="use write to create a new file")
+    with handle:
         if os.fstat(handle.fileno()).st_size > MAX_FILE_BYTES:
             raise ToolError(f"'{path}' is larger than {MAX_FILE_BYTES >> 20} MB; use write")
         text = handle.read().decode("utf-8", "surrogateescape")  # bytes survive unchanged
@@ -203,8 +192,8 @@ def tool_edit(
         raise ToolError(f"the edit leaves '{path}' unchanged (the text at line {line} is the same)")
     if crlf:
         new_text = new_text.replace("\n", "\r\n")
-    _write_file(real, path, new_text.encode("utf-8", "surrogateescape"))
-    return {"path": ctx.workspace.relative(real), "match": how, "line": line}
+    rel, _ = _write_file(ctx.workspace, path, new_text.encode("utf-8", "surrogateescape"))
+    return {"path": rel, "match": how, "line": line}
 
 
 def apply_edit(text: str, search: str, replace: str) -> tuple[str, str, int]:
@@ -331,57 +320,6 @@ def _reindent(replace: str, file_line: str, search_line: str) -> str:
 # --------------------------------------------------------------------------- walking and globs
 
 
-def _walk(
-    top: str, root: str, skip: frozenset = SKIPPED_DIRS, max_depth: int | None = None
-) -> Iterator[tuple[str, bool]]:
-    """(path, is_dir) below `top`, lazily: one directory is listed only when it is reached.
-
-    Entries come in name order, a directory's own entries before its subdirectories. Symlinked
-    directories are listed but never entered; links leading outside `root`, other special
-    files and directories named in `skip` are left out.
-    """
-    stack = [(top, 1)]
-    while stack:
-        current, depth = stack.pop()
-        try:
-            with os.scandir(current) as listing:
-                entries = sorted(listing, key=_name)
-        except OSError:
-            continue
-        subdirs = []
-        for entry in entries:
-            if entry.name in skip:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                yield entry.path, True
-                if max_depth is None or depth < max_depth:
-                    subdirs.append((entry.path, depth + 1))
-            elif entry.is_file(follow_symlinks=False):
-                yield entry.path, False
-            elif entry.is_symlink():
-                kind = _link_kind(entry.path, root)
-                if kind is not None:
-                    yield entry.path, kind
-        stack.extend(reversed(subdirs))
-
-
-_name = operator.attrgetter("name")
-
-
-def _link_kind(path: str, root: str) -> bool | None:
-    """is_dir of a symlink's target, or None when it leads outside or to nothing useful."""
-    real = os.path.realpath(path)
-    if real != root and not real.startswith(root + os.sep):
-        return None
-    try:
-        mode = os.stat(real).st_mode
-    except OSError:
-        return None
-    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
-        return stat.S_ISDIR(mode)
-    return None
-
-
 class Glob:
     """A glob inside the workspace: `*`, `?`, `[ab]`, `{a,b}` in a name, `**` across folders."""
 
@@ -400,20 +338,26 @@ class Glob:
         self.max_depth = None if "**" in rest else len(rest)
         self.skip = SKIPPED_DIRS - set(parts)  # .git and .lmagent only when named
 
-    def entries(self) -> Iterator[tuple[str, bool]]:
-        """(real path, is_dir) of every match, lazily, in walk order."""
-        start = _resolve(self.workspace, self.base)  # the literal part must stay inside too
-        mode = _mode(start, self.base)
-        if mode is None or (self.regex is not None and not stat.S_ISDIR(mode)):
+    def entries(self) -> Iterator[WalkItem]:
+        """Every match, lazily, in walk order (descriptors valid until the next one)."""
+        try:
+            info, rel = self.workspace.stat(self.base)  # the literal part must stay inside too
+            if info is not None and stat.S_ISLNK(info.st_mode):
+                info = None  # a link to outside or to nothing
+        except (FileNotFoundError, NotADirectoryError):
             return
+        if info is None:
+            return
+        is_dir = stat.S_ISDIR(info.st_mode)
         if self.regex is None:
-            yield str(start), stat.S_ISDIR(mode)
+            yield WalkItem(-1, rel.rsplit("/", 1)[-1], rel, is_dir)
             return
-        prefix = len(str(start).rstrip(os.sep)) + 1
-        root = str(self.workspace.root)
-        for path, is_dir in _walk(str(start), root, self.skip, self.max_depth):
-            if self.regex.fullmatch(path[prefix:]):
-                yield path, is_dir
+        if not is_dir:
+            return
+        prefix = 0 if rel == "." else len(rel) + 1
+        for item in self.workspace.walk(rel, self.skip, self.max_depth):
+            if self.regex.fullmatch(item.rel[prefix:]):
+                yield item
 
 
 def _relative_pattern(workspace: Workspace, pattern: str) -> str:
@@ -472,11 +416,11 @@ def _translate_name(part: str) -> str:
 def tool_glob(ctx: ToolContext, pattern: A[str, "glob such as **/*.py"]) -> dict:
     """Find files in the workspace whose path matches a glob pattern."""
     matches, truncated = [], False
-    for path, is_dir in Glob(ctx.workspace, pattern).entries():
+    for item in Glob(ctx.workspace, pattern).entries():
         if len(matches) >= GLOB_MAX_RESULTS:
             truncated = True
             break
-        matches.append(ctx.workspace.relative(Path(path)) + ("/" if is_dir else ""))
+        matches.append(item.rel + ("/" if item.is_dir else ""))
     result = {"pattern": pattern, "matches": matches, "count": len(matches)}
     if truncated:
         result["truncated"] = True
@@ -497,15 +441,14 @@ def tool_grep(
 ) -> dict:
     """Search file contents with a regular expression; returns file, line number and line."""
     search = _Search(pattern, ignore_case)
-    root_len = len(str(ctx.workspace.root)) + 1
     matches: list[dict] = []
     searched, stopped = 0, ctx.stop.event.is_set
-    for path in _grep_targets(ctx.workspace, paths or ["."]):
+    for rel, opener in _grep_targets(ctx.workspace, paths or ["."]):
         if stopped():
             break
         searched += 1
-        for line_no, text in search.hits(path, GREP_MAX_RESULTS + 1 - len(matches)):
-            matches.append({"file": path[root_len:], "line": line_no, "text": text})
+        for line_no, text in search.hits(opener, GREP_MAX_RESULTS + 1 - len(matches)):
+            matches.append({"file": rel, "line": line_no, "text": text})
         if len(matches) > GREP_MAX_RESULTS:
             break  # one match past the cap tells that there are more; nothing more is listed
     result = {"pattern": pattern, "matches": matches[:GREP_MAX_RESULTS]}
@@ -516,36 +459,48 @@ def tool_grep(
     return result
 
 
-def _grep_targets(workspace: Workspace, specs: list[str]) -> Iterator[str]:
-    """Real paths of the files to search, lazily, each once."""
-    root = str(workspace.root)
+Opener = Callable[[], int]
+
+
+def _grep_targets(workspace: Workspace, specs: list[str]) -> Iterator[tuple[str, Opener]]:
+    """(path, how to open it) of each file to search, lazily, each once; an opener is valid
+    until the next target is taken."""
     seen: set[str] | None = None if specs == ["."] else set()
     for spec in specs:
         if any(ch in spec for ch in "*?[{"):
             found = Glob(workspace, spec).entries()
         else:
-            found = iter([_resolve_target(workspace, spec)])
-        for path, is_dir in found:
-            for file, file_is_dir in _walk(path, root) if is_dir else [(path, False)]:
-                if file_is_dir or (seen is not None and file in seen):
+            found = iter([_named_target(workspace, spec)])
+        for item in found:
+            files = workspace.walk(item.rel, SKIPPED_DIRS) if item.is_dir else [item]
+            for file in files:
+                if file.is_dir or (seen is not None and file.rel in seen):
                     continue
                 if seen is not None:
-                    seen.add(file)
-                yield file
+                    seen.add(file.rel)
+                yield file.rel, _opener(workspace, file)
 
 
-def _resolve_target(workspace: Workspace, spec: str) -> tuple[str, bool]:
-    """(real path, is_dir) of a file or folder named in grep's `paths`."""
-    real = _resolve(workspace, spec)
-    mode = _mode(real, spec)
-    if mode is None:
+def _opener(workspace: Workspace, item: WalkItem) -> Opener:
+    """Open a walked file by its folder's descriptor; a link or a named file by a lookup."""
+    if item.parent >= 0 and not item.is_link:
+        return lambda: os.open(item.name, READ_FLAGS, dir_fd=item.parent)
+    return lambda: workspace.open(item.rel)[0]
+
+
+def _named_target(workspace: Workspace, spec: str) -> WalkItem:
+    """A file or folder named in grep's `paths`."""
+    try:
+        info, rel = workspace.stat(spec)
+    except (FileNotFoundError, NotADirectoryError):
+        info = None
+    if info is None:
         raise ToolError(f"path not found: {spec}; use ls or glob to find it")
-    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+    if not (stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode)):
         raise ToolError(f"'{spec}' is not a regular file or directory")
-    return str(real), stat.S_ISDIR(mode)
+    return WalkItem(-1, rel.rsplit("/", 1)[-1], rel, stat.S_ISDIR(info.st_mode))
 
 
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO swapped in cannot block us
 _FIRST_READ = 65536
 
 
@@ -572,9 +527,9 @@ class _Search:
         plain = not self.text_mode and not any(ch in pattern for ch in ".^$*+?{}[]\\|()")
         self.literal = source if plain else None  # bytes.find is twice as fast as the regex
 
-    def hits(self, path: str, limit: int) -> list[tuple[int, str]]:
+    def hits(self, opener: Opener, limit: int) -> list[tuple[int, str]]:
         """(line number, line) of up to `limit` matching lines of a text file; [] for the rest."""
-        data = _read_small_text(path)
+        data = _read_small_text(opener)
         if data is None:
             return []
         haystack = data.lower() if self.lower else data
@@ -618,13 +573,15 @@ def _lowered(pattern: str) -> str | None:
     return keep.sub(lambda m: m[0] if m[0][0] in "\\(" else m[0].lower(), pattern)
 
 
-def _read_small_text(path: str) -> bytes | None:
+def _read_small_text(opener: Opener) -> bytes | None:
     """A file's bytes, or None for binary, unreadable or too large files."""
     try:
-        fd = os.open(path, _READ_FLAGS)
-    except OSError:
+        fd = opener()
+    except (OSError, PathError):
         return None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # swapped for something else since it was listed
         data = os.read(fd, _FIRST_READ)
         if data.find(b"\x00", 0, BINARY_PROBE) != -1:
             return None
@@ -648,29 +605,34 @@ def _read_small_text(path: str) -> bytes | None:
 
 def tool_ls(ctx: ToolContext, path: A[str, "directory, relative to the workspace"] = ".") -> dict:
     """List a directory of the workspace (directories first)."""
-    real = _resolve(ctx.workspace, path)
     try:
-        with os.scandir(real) as listing:
-            found = sorted(listing, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+        fd, rel = ctx.workspace.open_dir(path)
     except FileNotFoundError:
         raise ToolError(f"directory not found: {path}; use ls on its parent or glob") from None
     except NotADirectoryError:
         raise ToolError(f"'{path}' is a file, not a directory; use read to see it") from None
     except OSError as exc:
         raise _os_error("list", path, exc) from None
-    entries = []
-    for entry in found[:LS_MAX_ENTRIES]:
-        item = {"name": entry.name, "type": _entry_type(entry)}
-        if item["type"] == "file":
-            try:
-                item["size"] = entry.stat(follow_symlinks=False).st_size
-            except OSError:
-                continue  # removed while listing
-        entries.append(item)
-    result = {"path": ctx.workspace.relative(real), "entries": entries, "count": len(found)}
+    try:
+        with os.scandir(fd) as listing:
+            found = sorted(listing, key=lambda e: (not e.is_dir(follow_symlinks=False), e.name))
+        entries = [item for item in map(_ls_entry, found[:LS_MAX_ENTRIES]) if item]
+    finally:
+        os.close(fd)  # the entries' stat() ran relative to it
+    result = {"path": rel, "entries": entries, "count": len(found)}
     if len(found) > LS_MAX_ENTRIES:
         result["truncated"] = True
     return result
+
+
+def _ls_entry(entry: os.DirEntry) -> dict | None:
+    item = {"name": entry.name, "type": _entry_type(entry)}
+    if item["type"] == "file":
+        try:
+            item["size"] = entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            return None  # removed while listing
+    return item
 
 
 def _entry_type(entry: os.DirEntry) -> str:
@@ -683,17 +645,13 @@ def _entry_type(entry: os.DirEntry) -> str:
 
 def tool_mkdir(ctx: ToolContext, path: A[str, "directory to create (parents too)"]) -> dict:
     """Create a directory (and any missing parents) in the workspace."""
-    real = _resolve(ctx.workspace, path, write=True)
-    mode = _mode(real, path)
-    if mode is not None and stat.S_ISDIR(mode):
-        return {"path": ctx.workspace.relative(real), "created": False}
     try:
-        real.mkdir(parents=True)
+        rel, created = ctx.workspace.mkdir(path)
     except (FileExistsError, NotADirectoryError):
         raise ToolError(f"cannot create '{path}': a file is in the way") from None
     except OSError as exc:
         raise _os_error("create", path, exc) from None
-    return {"path": ctx.workspace.relative(real), "created": True}
+    return {"path": rel, "created": created}
 
 
 FILE_TOOLS = [

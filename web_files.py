@@ -1,18 +1,23 @@
 """Workspace files for the web UI: a directory listing, previews and image uploads.
 
-Every path goes through `Workspace.resolve`, so `..`, absolute paths and symlinks that lead
-outside the workspace are refused exactly as they are for the agent's own tools.
+Every path is opened beneath the workspace by descriptor (`workspace.Workspace`), so `..`,
+absolute paths and symlinks that lead outside are refused exactly as they are for the agent's
+own tools, whatever a process in the sandbox swaps in meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import PurePosixPath
+from typing import BinaryIO
 
-from agent_core import PathError, Workspace
+from workspace import PathError, Workspace
 
 MAX_ENTRIES = 2000
 PREVIEW_BYTES = 512 * 1024
@@ -44,76 +49,88 @@ def sniff_image(head: bytes) -> tuple[str, str] | None:
     return None
 
 
-def _resolve(workspace: Workspace, path: str | None) -> Path:
+@contextlib.contextmanager
+def _refusals(workspace: Workspace) -> Iterator[None]:
+    """PathError and OSError as FileProblem with the HTTP status that fits."""
     try:
-        return workspace.resolve(path or ".")
+        yield
     except PathError as exc:
         raise FileProblem(str(exc).replace(str(workspace.root), "the workspace"), 403) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise FileProblem("not found", 404) from None
+    except OSError as exc:
+        raise FileProblem(f"cannot open it: {exc.strerror or exc}", 400) from None
 
 
 def list_directory(workspace: Workspace, path: str | None) -> dict:
     """One level of the tree: directories first, then files, names sorted case-insensitively."""
-    real = _resolve(workspace, path)
-    if not real.exists():
-        raise FileProblem("no such directory", 404)
-    if not real.is_dir():
-        raise FileProblem("not a directory", 400)
-    entries = []
-    with os.scandir(real) as scan:
-        for entry in scan:
-            entries.append(_entry(workspace, real, entry))
-    entries.sort(key=lambda e: (e["type"] != "dir", e["name"].casefold()))
-    return {
-        "path": workspace.relative(real),
-        "entries": entries[:MAX_ENTRIES],
-        "truncated": len(entries) > MAX_ENTRIES,
-    }
-
-
-def _entry(workspace: Workspace, parent: Path, entry: os.DirEntry) -> dict:
-    item = {"name": entry.name, "path": workspace.relative(parent / entry.name)}
-    target = Path(os.path.realpath(parent / entry.name))
-    if not target.is_relative_to(workspace.root):
-        return {**item, "type": "outside"}  # a symlink leading out: listed, never opened
+    with _refusals(workspace):
+        info, _ = workspace.stat(path or ".")
+        if info is None:
+            raise FileProblem("no such directory", 404)
+        if not stat.S_ISDIR(info.st_mode):
+            raise FileProblem("not a directory", 400)
+        fd, rel = workspace.open_dir(path or ".")
     try:
-        if target.is_dir():
-            return {**item, "type": "dir"}
-        return {**item, "type": "file", "size": target.stat().st_size}
+        with os.scandir(fd) as scan:
+            entries = [_entry(workspace, rel, entry) for entry in scan]
+    finally:
+        os.close(fd)
+    entries.sort(key=lambda e: (e["type"] != "dir", e["name"].casefold()))
+    return {"path": rel, "entries": entries[:MAX_ENTRIES], "truncated": len(entries) > MAX_ENTRIES}
+
+
+def _entry(workspace: Workspace, folder: str, entry: os.DirEntry) -> dict:
+    rel = entry.name if folder == "." else f"{folder}/{entry.name}"
+    item = {"name": entry.name, "path": rel}
+    try:
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            info, _ = workspace.stat(rel)  # followed inside the workspace only
+    except PathError:
+        return {**item, "type": "outside"}  # a link leading out (or protected): never opened
     except OSError:
+        info = None
+    if info is None:
         return {**item, "type": "broken"}
+    if stat.S_ISDIR(info.st_mode):
+        return {**item, "type": "dir"}
+    return {**item, "type": "file", "size": info.st_size}
 
 
-def _file(workspace: Workspace, path: str | None) -> Path:
+def _open_file(workspace: Workspace, path: str | None) -> tuple[BinaryIO, str]:
+    """(open handle, canonical path) of a regular file."""
     if not path:
         raise FileProblem("path is required", 400)
-    real = _resolve(workspace, path)
-    if not real.exists():
-        raise FileProblem("no such file", 404)
-    if not real.is_file():
+    with _refusals(workspace):
+        fd, rel = workspace.open(path)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         raise FileProblem("not a file", 400)
-    return real
+    return os.fdopen(fd, "rb"), rel
 
 
 def describe_file(workspace: Workspace, path: str | None) -> dict:
     """What the page needs to preview a file: text content, or how to show it raw."""
-    real = _file(workspace, path)
-    size = real.stat().st_size
-    with real.open("rb") as handle:
+    handle, rel = _open_file(workspace, path)
+    with handle:
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(PREVIEW_BYTES)
-    info = {"path": workspace.relative(real), "name": real.name, "size": size}
+    name = PurePosixPath(rel).name
+    info = {"path": rel, "name": name, "size": size}
     image = sniff_image(head)
     if image:
         return {**info, "kind": "image", "mime": image[0]}
     if b"\x00" in head[:8192]:
         return {**info, "kind": "binary"}
     text = head.decode("utf-8", errors="replace")
-    kind = "html" if real.suffix.lower() in HTML_SUFFIXES else "text"
+    kind = "html" if PurePosixPath(name).suffix.lower() in HTML_SUFFIXES else "text"
     return {**info, "kind": kind, "content": text, "truncated": size > len(head)}
 
 
 @dataclass
 class RawFile:
-    path: Path
+    handle: BinaryIO  # open, positioned at the start; the response closes it
     mimetype: str
     sandboxed: bool  # served under the sandbox CSP (may be a document)
 
@@ -121,15 +138,14 @@ class RawFile:
 def raw_file(workspace: Workspace, path: str | None) -> RawFile:
     """A file to send as it is: images by their content, HTML as a sandboxed document,
     anything else as plain text (never as something the browser would run)."""
-    real = _file(workspace, path)
-    with real.open("rb") as handle:
-        head = handle.read(16)
-    image = sniff_image(head)
+    handle, rel = _open_file(workspace, path)
+    image = sniff_image(handle.read(16))
+    handle.seek(0)
     if image:
-        return RawFile(real, image[0], False)
-    if real.suffix.lower() in HTML_SUFFIXES:
-        return RawFile(real, "text/html; charset=utf-8", True)
-    return RawFile(real, "text/plain; charset=utf-8", True)
+        return RawFile(handle, image[0], False)
+    if PurePosixPath(rel).suffix.lower() in HTML_SUFFIXES:
+        return RawFile(handle, "text/html; charset=utf-8", True)
+    return RawFile(handle, "text/plain; charset=utf-8", True)
 
 
 def save_upload(workspace: Workspace, filename: str, data: bytes) -> dict:
@@ -138,22 +154,12 @@ def save_upload(workspace: Workspace, filename: str, data: bytes) -> dict:
     if image is None:
         raise FileProblem("only PNG, JPEG, GIF or WebP images can be uploaded", 415)
     mime, ext = image
-    try:
-        folder = workspace.resolve(UPLOAD_DIR, write=True)
-    except PathError as exc:
-        raise FileProblem(str(exc).replace(str(workspace.root), "the workspace"), 403) from None
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", Path(filename or "").stem).strip("-")[:40] or "image"
+    stem = PurePosixPath((filename or "").replace("\\", "/")).stem
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", stem).strip("-")[:40] or "image"
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for attempt in range(100):
         suffix = f"-{attempt}" if attempt else ""
-        target = folder / f"{stamp}-{stem}{suffix}.{ext}"
-        try:
-            with target.open("xb") as handle:
-                handle.write(data)
-            break
-        except FileExistsError:
-            continue
-    else:
-        raise FileProblem("could not pick a free file name", 500)
-    return {"path": workspace.relative(target), "mime": mime, "size": len(data)}
+        with _refusals(workspace), contextlib.suppress(FileExistsError):
+            rel = workspace.create(f"{UPLOAD_DIR}/{stamp}-{stem}{suffix}.{ext}", data)
+            return {"path": rel, "mime": mime, "size": len(data)}
+    raise FileProblem("could not pick a free file name", 500)

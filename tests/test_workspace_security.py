@@ -269,13 +269,27 @@ def test_walking_the_workspace_never_follows_links_outside(box):
         assert "secret" not in json.dumps(listing)
 
 
-def test_reading_the_agents_configuration_is_allowed(box):
-    run = box["run"]
+def test_the_project_context_is_readable_but_the_agents_data_is_not(box):
+    run, workspace = box["run"], box["workspace"]
     assert run("read", {"path": ".lmagent.md"})["content"] == PROTECTED_TEXT
     assert run("read", {"path": "md_link"})["content"] == PROTECTED_TEXT
-    assert run("read", {"path": ".lmagent/mcp.json"})["content"] == "{}"
-    assert "mcp.json" in [e["name"] for e in run("ls", {"path": ".lmagent"})["entries"]]
-    assert run("glob", {"pattern": ".lmagent/*.json"})["matches"] == [".lmagent/mcp.json"]
+    (workspace / "mcp_link").symlink_to(workspace / ".lmagent" / "mcp.json")
+    (workspace / ".lmagent" / "mcp_images").mkdir()
+    (workspace / ".lmagent" / "mcp_images" / "shot.txt").write_text("image stand-in")
+    for call in (
+        ("read", {"path": ".lmagent/mcp.json"}),
+        ("read", {"path": "mcp_link"}),
+        ("read", {"path": "sub/../.lmagent/sessions/x.jsonl"}),
+        ("ls", {"path": ".lmagent"}),
+        ("ls", {"path": ".lmagent/sessions"}),
+        ("glob", {"pattern": ".lmagent/*.json"}),
+        ("grep", {"pattern": ".", "paths": [".lmagent/mcp.json"]}),
+        ("grep", {"pattern": ".", "paths": ["mcp_link"]}),
+    ):
+        result = run(*call)
+        assert result["success"] is False and "agent's own data" in result["error"], call
+    assert "mcp_link" not in json.dumps(run("grep", {"pattern": "."}))
+    assert run("read", {"path": ".lmagent/mcp_images/shot.txt"})["content"] == "image stand-in"
 
 
 def test_ordinary_paths_inside_still_work(box):
