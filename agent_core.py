@@ -7,8 +7,11 @@ Everything here is front-end neutral and imports nothing from the other agent mo
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
+import math
 import os
+import re
 import tempfile
 import threading
 import time
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 
@@ -75,6 +79,8 @@ def _parse_number(kind: type, low: float | None = None, high: float | None = Non
             value = kind(raw.strip())
         except ValueError:
             raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{name}={raw!r} is not a finite number; allowed: {allowed}")
         if (low is not None and value < low) or (high is not None and value > high):
             raise ConfigError(f"{name}={raw!r} is out of range; allowed: {allowed}")
         return value
@@ -99,7 +105,42 @@ def _parse_str(name: str, raw: str) -> str:
 def _parse_path(name: str, raw: str) -> Path:
     if not raw.strip():
         raise ConfigError(f"{name} is empty; set it to a directory path")
-    return Path(raw.strip()).expanduser().resolve()
+    try:
+        return Path(raw.strip()).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop, no $HOME
+        raise ConfigError(f"{name}={raw!r} is not a usable directory path ({exc})") from None
+
+
+def _parse_url(name: str, raw: str) -> str:
+    """An http(s) URL with a host (and a valid port, if any), or "embedded"."""
+    value = raw.strip()
+    allowed = "an http:// or https:// URL such as http://localhost:1234/v1/chat/completions"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid ({exc}); allowed: {allowed}") from None
+    if value != "embedded" and (parts.scheme not in ("http", "https") or not parts.hostname):
+        raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}")
+    return value
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _parse_host(name: str, raw: str) -> str:
+    """An IP address or a host name (not looked up here: that is the web server's job)."""
+    value = raw.strip()
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(value))
+    labels = value.removesuffix(".").split(".")
+    named = all(_HOST_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit()
+    if len(value) > 253 or not named:
+        raise ConfigError(
+            f"{name}={raw!r} is not valid; allowed: an IP address (0.0.0.0 for every interface, "
+            "127.0.0.1 for this machine only, ::) or a host name"
+        )
+    return value
 
 
 def _setting(env: str, parse, default: str, doc: str):
@@ -117,7 +158,7 @@ class Config:
     )
     llm_url: str = _setting(
         "LLM_URL",
-        _parse_str,
+        _parse_url,
         "http://localhost:1234/v1/chat/completions",
         "OpenAI-compatible chat completions endpoint",
     )
@@ -195,7 +236,7 @@ class Config:
     sandbox_network: str = _setting(
         "SANDBOX_NETWORK", _parse_choice("none", "bridge"), "none", "network for sandboxed commands"
     )
-    agent_host: str = _setting("AGENT_HOST", _parse_str, "0.0.0.0", "web UI bind address")
+    agent_host: str = _setting("AGENT_HOST", _parse_host, "0.0.0.0", "web UI bind address")
     agent_port: int = _setting("AGENT_PORT", _parse_number(int, 1, 65535), "7860", "web UI port")
     agent_token: str = _setting("AGENT_TOKEN", _parse_str, "", "web UI PIN (blank = random)")
     enable_mcp: bool = _setting("ENABLE_MCP", _parse_bool, "true", "start MCP servers")
@@ -218,7 +259,7 @@ class Config:
         raw = {f.metadata["env"]: f.metadata["default"] for f in fields(cls)}
         from_files: dict[str, str] = {}
         for env_file in _dotenv_files(cwd or Path.cwd()):
-            for key, value in dotenv_values(env_file).items():
+            for key, value in _read_dotenv(env_file).items():
                 if value is not None and key in raw:
                     from_files.setdefault(key, value)  # an earlier file is never overridden
         raw.update(from_files)
@@ -231,7 +272,7 @@ class Config:
             if value is not None:
                 values[name] = value
         config = cls(**values)
-        return replace(config, workspace=Path(config.workspace).expanduser().resolve())
+        return replace(config, workspace=_parse_path("WORKSPACE", str(config.workspace)))
 
     def with_changes(self, **changes) -> Config:
         return replace(self, **changes)
@@ -248,6 +289,20 @@ def _dotenv_files(cwd: Path) -> list[Path]:
             seen.add(real)
             result.append(path)
     return result
+
+
+def _read_dotenv(path: Path) -> dict[str, str | None]:
+    """The values of one .env file (UTF-8, a byte-order mark allowed); ConfigError, naming the
+    file and the fix, when it cannot be read."""
+    try:
+        return dotenv_values(path, encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def describe_settings() -> list[tuple[str, str, str]]:

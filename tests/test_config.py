@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,16 @@ def test_workspace_is_expanded_and_resolved(tmp_path):
         ("VISION_ENABLED", "sometimes", "auto, true, false"),
         ("ENABLE_SUB_AGENTS", "perhaps", "true, false"),
         ("WORKSPACE", "  ", "directory"),
+        ("WORKSPACE", "/tmp/a\x00b", "usable directory path"),
+        ("LLM_TIMEOUT", "nan", "a number of at least 1"),
+        ("LLM_TIMEOUT", "inf", "a number of at least 1"),
+        ("LLM_URL", "http://[::1", "an http:// or https:// URL"),
+        ("LLM_URL", "http://localhost:99999/v1", "an http:// or https:// URL"),
+        ("LLM_URL", "localhost:1234", "an http:// or https:// URL"),
+        ("LLM_URL", "ftp://localhost/v1", "an http:// or https:// URL"),
+        ("AGENT_HOST", "my host", "an IP address"),
+        ("AGENT_HOST", "999.1.1.1", "an IP address"),
+        ("AGENT_HOST", "-box.local", "an IP address"),
     ],
 )
 def test_a_bad_value_names_the_variable_and_what_is_allowed(tmp_path, variable, value, allowed):
@@ -74,6 +86,62 @@ def test_a_bad_value_names_the_variable_and_what_is_allowed(tmp_path, variable, 
     message = str(caught.value)
     assert variable in message and allowed in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "1e999"])
+@pytest.mark.parametrize(
+    "variable", [f.metadata["env"] for f in fields(Config) if f.type in ("int", "float")]
+)
+def test_every_numeric_setting_refuses_non_finite_numbers(tmp_path, variable, value):
+    with pytest.raises(ConfigError) as caught:
+        Config.load(environ={variable: value}, cwd=tmp_path)
+    assert str(caught.value).startswith(f"{variable}={value!r} is not")
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("LLM_URL", "http://[::1]:1234/v1", "http://[::1]:1234/v1"),
+        ("LLM_URL", " https://box.lan/v1/chat/completions ", "https://box.lan/v1/chat/completions"),
+        ("LLM_URL", "embedded", "embedded"),
+        ("AGENT_HOST", "127.0.0.1", "127.0.0.1"),
+        ("AGENT_HOST", "::", "::"),
+        ("AGENT_HOST", "my-box.local", "my-box.local"),
+        ("AGENT_HOST", "localhost", "localhost"),
+    ],
+)
+def test_good_urls_and_hosts_are_accepted(tmp_path, variable, value, expected):
+    config = Config.load(environ={variable: value}, cwd=tmp_path)
+    assert getattr(config, variable.lower()) == expected
+
+
+def test_a_symlink_loop_as_workspace_is_refused_with_the_reason(tmp_path):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(ConfigError, match=r"WORKSPACE=.* is not a usable directory path"):
+        Config.load(environ={"WORKSPACE": str(tmp_path / "a")}, cwd=tmp_path)
+
+
+def test_a_dotenv_that_is_not_utf8_names_the_file_and_the_fix(tmp_path):
+    (tmp_path / ".env").write_bytes(b"LLM_MODEL=caf\xe9\n")
+    with pytest.raises(ConfigError) as caught:
+        Config.load(environ={}, cwd=tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / '.env'} is not UTF-8 text (byte 0xe9 at offset 13); save it as UTF-8"
+    )
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/self/mem, which fails with EIO")
+def test_a_dotenv_that_cannot_be_read_names_the_file_and_the_reason(tmp_path):
+    (tmp_path / ".env").symlink_to("/proc/self/mem")  # a regular file whose read fails
+    with pytest.raises(ConfigError) as caught:
+        Config.load(environ={}, cwd=tmp_path)
+    assert str(caught.value) == f"cannot read {tmp_path / '.env'}: Input/output error"
+
+
+def test_a_dotenv_saved_with_a_byte_order_mark_is_read(tmp_path):
+    (tmp_path / ".env").write_bytes("\ufeffMAX_ITERATIONS=9\n".encode())
+    assert Config.load(environ={}, cwd=tmp_path).max_iterations == 9
 
 
 def test_a_bad_value_in_dotenv_is_reported_too(tmp_path):
