@@ -236,6 +236,12 @@ class Config:
     sandbox_network: str = _setting(
         "SANDBOX_NETWORK", _parse_choice("none", "bridge"), "none", "network for sandboxed commands"
     )
+    allow_unsandboxed_auto: bool = _setting(
+        "ALLOW_UNSANDBOXED_AUTO",
+        _parse_bool,
+        "false",
+        "allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
+    )
     agent_host: str = _setting("AGENT_HOST", _parse_host, "0.0.0.0", "web UI bind address")
     agent_port: int = _setting("AGENT_PORT", _parse_number(int, 1, 65535), "7860", "web UI port")
     agent_token: str = _setting("AGENT_TOKEN", _parse_str, "", "web UI PIN (blank = random)")
