@@ -13,9 +13,12 @@ import errno
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from typing import Annotated as A
 from typing import BinaryIO
+
+import regex
 
 from tool_registry import ArgumentError, ToolContext, ToolError, make_tool
 from workspace import READ_FLAGS, PathError, WalkItem, Workspace
@@ -27,6 +30,8 @@ MAX_FILE_BYTES = 10 * 1024 * 1024  # edit and grep leave bigger files alone
 BINARY_PROBE = 8192  # a NUL byte in the first 8 KiB marks a binary file
 GREP_MAX_RESULTS = 200
 GREP_LINE_CHARS = 400
+GREP_TIME_LIMIT = 5.0  # seconds of matching per call: a catastrophic pattern ends here
+FUZZY_MAX_BYTES = 512 * 1024  # larger files get exact and whitespace-tolerant matching only
 GLOB_MAX_RESULTS = 500
 LS_MAX_ENTRIES = 500
 MAX_PATTERN_CHARS = 4096
@@ -219,6 +224,11 @@ def apply_edit(text: str, search: str, replace: str) -> tuple[str, str, int]:
         raise ToolError("search text (only whitespace) not found")
     numbered = [i for i, line in enumerate(lines) if line.strip()]  # non-blank lines
     span, how = _tolerant_span(lines, numbered, wanted), "whitespace-tolerant"
+    if span is None and len(text) > FUZZY_MAX_BYTES:
+        raise ToolError(
+            f"search text not found exactly, and the file is too large ({len(text) >> 10} KB) "
+            "for fuzzy matching; read the lines you want to change and copy them exactly"
+        )
     if span is None:
         span, how = _fuzzy_span(lines, numbered, wanted), "fuzzy"
     start, end = span
@@ -442,13 +452,17 @@ def tool_grep(
     """Search file contents with a regular expression; returns file, line number and line."""
     search = _Search(pattern, ignore_case)
     matches: list[dict] = []
-    searched, stopped = 0, ctx.stop.event.is_set
+    searched, stopped, slow = 0, ctx.stop.event.is_set, False
     for rel, opener in _grep_targets(ctx.workspace, paths or ["."]):
         if stopped():
             break
         searched += 1
-        for line_no, text in search.hits(opener, GREP_MAX_RESULTS + 1 - len(matches)):
-            matches.append({"file": rel, "line": line_no, "text": text})
+        try:
+            for line_no, text in search.hits(opener, GREP_MAX_RESULTS + 1 - len(matches)):
+                matches.append({"file": rel, "line": line_no, "text": text})
+        except TimeoutError:
+            slow = True
+            break
         if len(matches) > GREP_MAX_RESULTS:
             break  # one match past the cap tells that there are more; nothing more is listed
     result = {"pattern": pattern, "matches": matches[:GREP_MAX_RESULTS]}
@@ -456,6 +470,12 @@ def tool_grep(
     if len(matches) > GREP_MAX_RESULTS:
         result["truncated"] = True
         result["note"] = f"stopped at {GREP_MAX_RESULTS} matches; narrow the pattern or paths"
+    if slow:
+        result["truncated"] = True
+        result["note"] = (
+            f"stopped after {GREP_TIME_LIMIT:g} s of matching in {rel}: the pattern backtracks "
+            "too much (nested repetition such as (x+)+); use a simpler pattern"
+        )
     return result
 
 
@@ -505,23 +525,29 @@ _FIRST_READ = 65536
 
 
 class _Search:
-    """One compiled pattern, applied to whole files: files without a match cost one search."""
+    """One compiled pattern, applied to whole files: files without a match cost one search.
+
+    Matching uses the `regex` engine (the same syntax as `re`) because it can stop a match at a
+    deadline and lets other threads run meanwhile: a catastrophic pattern such as `(x+x+)+y`
+    ends the call after GREP_TIME_LIMIT seconds instead of freezing the process.
+    """
 
     def __init__(self, pattern: str, ignore_case: bool):
         if not pattern:
             raise ArgumentError("pattern must not be empty")
+        self.deadline = time.monotonic() + GREP_TIME_LIMIT
         self.text_mode = not pattern.isascii()  # non-ASCII needs str semantics ([é], re.I)
-        flags = re.MULTILINE
+        flags = regex.MULTILINE
         source: str | bytes = pattern if self.text_mode else pattern.encode()
         lowered = _lowered(pattern) if ignore_case and not self.text_mode else None
         self.lower = lowered is not None  # search lower-cased files: much faster than re.I
         if self.lower:
             source = lowered.encode()
         elif ignore_case:
-            flags |= re.IGNORECASE
+            flags |= regex.IGNORECASE
         try:
-            self.regex = re.compile(source, flags)
-        except re.error as exc:
+            self.regex = regex.compile(source, flags)
+        except regex.error as exc:
             raise ArgumentError(f"invalid regular expression {pattern!r}: {exc}") from None
         self.newline = "\n" if self.text_mode else b"\n"
         plain = not self.text_mode and not any(ch in pattern for ch in ".^$*+?{}[]\\|()")
@@ -537,10 +563,16 @@ class _Search:
             data = haystack = data.decode("utf-8", "replace")
         if self.literal is not None and haystack.find(self.literal) == -1:
             return []
-        match = self.regex.search(haystack)
+        match = self._search(haystack, 0, len(haystack))
         return [] if match is None else self._lines(data, haystack, match, limit)
 
-    def _lines(self, data, haystack, match: re.Match, limit: int) -> list[tuple[int, str]]:
+    def _search(self, haystack, start: int, end: int):
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("grep ran out of time")
+        return self.regex.search(haystack, start, end, concurrent=True, timeout=left)
+
+    def _lines(self, data, haystack, match: regex.Match, limit: int) -> list[tuple[int, str]]:
         found: list[tuple[int, str]] = []
         line_no, counted, size, newline = 1, 0, len(haystack), self.newline
         while match is not None and len(found) < limit:
@@ -550,14 +582,14 @@ class _Search:
                 break  # an empty match after the final newline: there is no such line
             line_end = haystack.find(newline, start)
             line_end = size if line_end == -1 else line_end
-            if self.regex.search(haystack, line_start, line_end):  # as grep: within one line
+            if self._search(haystack, line_start, line_end):  # as grep: within one line
                 line_no += haystack.count(newline, counted, line_start)
                 counted = line_start
                 line = data[line_start:line_end]
                 if not self.text_mode:
                     line = line.decode("utf-8", "replace")
                 found.append((line_no, line.rstrip("\r")[:GREP_LINE_CHARS]))
-            match = self.regex.search(haystack, line_end + 1) if line_end < size else None
+            match = self._search(haystack, line_end + 1, size) if line_end < size else None
         return found
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -541,3 +542,44 @@ def test_mkdir_creates_nested_folders_once(run, workspace):
     write(workspace / "file", "x")
     assert failed(run("mkdir", path="file"), "in the way")
     assert failed(run("mkdir", path="file/sub"), "in the way")
+
+
+# --------------------------------------------------------------------------- hostile input
+
+
+def test_a_catastrophic_grep_pattern_stops_at_its_deadline_and_never_freezes_the_process(
+    run, workspace, monkeypatch
+):
+    monkeypatch.setattr(file_tools, "GREP_TIME_LIMIT", 1.0)
+    write(workspace / "a.txt", "fine\n")
+    write(workspace / "b.txt", "x" * 5000 + "\n")
+    ticks = []
+    done = threading.Event()
+
+    def other_thread():  # stands for the web server or the REPL's input thread
+        while not done.is_set():
+            ticks.append(1)
+            done.wait(0.001)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    started = time.monotonic()
+    try:
+        result = run("grep", pattern="(x+x+)+y")
+    finally:
+        done.set()
+        thread.join()
+    elapsed = time.monotonic() - started
+    assert result["success"] is True and result["truncated"] is True
+    assert "backtracks" in result["note"] and "b.txt" in result["note"]
+    assert elapsed < 10, elapsed  # the deadline held (a frozen search runs for hours)
+    assert len(ticks) > 100  # matching let the other thread run all along
+
+
+def test_an_inexact_edit_of_a_huge_file_is_refused_instead_of_matched_fuzzily(run, workspace):
+    lines = [f"def function_{n}(argument):\n    return argument * {n}\n" for n in range(150_000)]
+    write(workspace / "big.py", "".join(lines))
+    result = run("edit", path="big.py", search="def functoin_7(argument):", replace="x")
+    assert failed(result, "too large", "copy them exactly")
+    exact = run("edit", path="big.py", search="def function_7(argument):", replace="def f7(a):")
+    assert exact["success"] is True and exact["match"] == "exact"
