@@ -187,21 +187,47 @@ PROJECT_CONTEXT_STUB = (
 )
 
 
-def workspace_mounts(workspace: Path) -> list[tuple[str, bool]]:
-    """(path, writable) bind mounts at the same path inside the sandbox, parents first.
+WRITABLE, READ_ONLY, EMPTY = "rw", "ro", "empty"
+EMPTY_SIZE = 64 * 1024  # bytes of the tmpfs that hides .lmagent/ (it only holds mount points)
 
-    The workspace is writable, but the agent's own configuration is not: `.lmagent/` (sessions,
-    mcp.json, .soul.md) and `.lmagent.md` are mounted read-only, so a command cannot rewrite
-    what the host agent later trusts. `.lmagent/sandbox/` stays writable for the runner's socket.
-    A `.lmagent.md` holding only a comment is created when missing, as its mount point.
+
+def workspace_mounts(workspace: Path) -> list[tuple[str, str]]:
+    """(path, kind) mounts at the same path inside the sandbox, parents first.
+
+    kind is WRITABLE or READ_ONLY (a bind mount of the host path) or EMPTY (an empty, read-only
+    tmpfs). The workspace is writable, but nothing of the agent's own data is there to see or
+    change: `.lmagent/` (sessions, briefs and results, mcp.json with its tokens, .soul.md) is
+    an EMPTY mount with only `.lmagent/sandbox/` (writable, the runner's socket) and
+    `.lmagent/mcp_images/` (read-only, images MCP tools returned) bound into it; `.lmagent.md`
+    is read-only. Missing directories are created, and a `.lmagent.md` holding only a comment,
+    as mount points.
     """
     data = workspace / ".lmagent"
-    scratch = data / "sandbox"
-    scratch.mkdir(parents=True, exist_ok=True)
+    scratch, images = data / "sandbox", data / "mcp_images"
+    for directory in (scratch, images):
+        directory.mkdir(parents=True, exist_ok=True)
     project = workspace / ".lmagent.md"
     if not project.exists():
         project.write_text(PROJECT_CONTEXT_STUB)
-    return [(str(workspace), True), (str(data), False), (str(project), False), (str(scratch), True)]
+    return [
+        (str(workspace), WRITABLE),
+        (str(data), EMPTY),
+        (str(project), READ_ONLY),
+        (str(scratch), WRITABLE),
+        (str(images), READ_ONLY),
+    ]
+
+
+def workspace_identity(workspace: Path) -> tuple[int, int]:
+    """(device, inode) of the workspace directory: what tells a moved or re-created one apart."""
+    try:
+        info = os.stat(workspace)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"the workspace {workspace} is gone ({exc.strerror}); create it again, or start the "
+            "agent on the directory it was moved to"
+        ) from None
+    return info.st_dev, info.st_ino
 
 
 def gitconfig_text(cfg: SandboxConfig) -> str:
@@ -225,6 +251,10 @@ class RunnerSandbox:
     this); a runner is kept for the next command when its command ends, so state a command
     leaves (files in /tmp, background jobs) is there for the next one as long as only one
     runner is in use. Backends whose runners do not share /tmp and processes keep one.
+
+    The sandbox serves the workspace directory it started on. When that directory has been
+    moved or re-created since (same path, another directory), the next command restarts the
+    sandbox on the current one first and its result says so.
     """
 
     name = "runner"
@@ -241,14 +271,20 @@ class RunnerSandbox:
         self._pool = threading.Condition()
         self._idle: list[Channel] = []  # runners waiting for a command, the latest used last
         self._lent = 0  # runners running a command (or starting)
-        self._generation = 0  # close() bumps it: runners lent out before are not kept
+        self._generation = 0  # retiring runners bumps it: those lent out are not kept
         self._memory_lock = threading.Lock()
         self._memory: list[int] = []  # the memory limits (MB) of the commands running now
         self._ids = itertools.count(1)
+        self.identity = workspace_identity(self.workspace)  # the directory the sandbox serves
+        self._restart_lock = threading.Lock()
 
     # --- for subclasses ------------------------------------------------------------------------
     def _connect(self) -> Channel:
         raise NotImplementedError
+
+    def _restart(self) -> None:
+        """Hook: leave nothing running on the old workspace directory (the idle runners are
+        already gone; Docker replaces its container)."""
 
     def _start_channel(self, transport, **extra) -> Channel:
         """Greet a freshly started runner (it writes HOME/.gitconfig); close it if that fails.
@@ -257,6 +293,7 @@ class RunnerSandbox:
         """
         channel = Channel(transport)
         greeting = {"home": self.home, "gitconfig": gitconfig_text(self.cfg), **extra}
+        greeting["workspace"] = str(self.workspace)
         greeting.update(max_procs=self.max_procs, max_rss_mb=self._rss_limit(DEFAULT_MEMORY_MB))
         try:
             channel.ready = channel.hello(greeting)
@@ -285,36 +322,18 @@ class RunnerSandbox:
         memory_mb = int(clamp(max_memory_mb, DEFAULT_MEMORY_MB, MAX_MEMORY_MB))
         try:
             workdir = self.resolve_cwd(cwd)
-        except ValueError as exc:
+            notice = self._follow_workspace()
+        except (ValueError, SandboxUnavailable) as exc:
             return CommandResult("", None, error=str(exc))
         request = {"op": "run", "cmd": command, "cwd": workdir, "env": self.command_env()}
         request.update(timeout=timeout, mem_mb=memory_mb, cap=OUTPUT_KEEP)
         request.update(max_rss_mb=self._rss_limit(memory_mb), id=next(self._ids))
-        lent = self._borrow(stop)
-        if lent is None:
-            return CommandResult("", None, interrupted=True, error="interrupted before start")
-        channel, generation = lent
-        try:
-            self._reserve_memory(memory_mb)
-            channel = self._send(channel, request)
-            result, healthy = self._exchange(channel, request, stop, memory_mb)
-            if not healthy:
-                self._discard(channel)
-                channel = None
-            return result
-        except SandboxUnavailable as exc:
-            channel = None
-            return CommandResult("", None, error=str(exc))
-        finally:
-            self._release_memory(memory_mb)
-            self._give_back(channel, generation)
+        result = self._run_on_a_runner(request, stop, memory_mb)
+        result.output = notice + result.output
+        return result
 
     def close(self) -> None:
-        with self._pool:
-            idle, self._idle = self._idle, []
-            self._generation += 1
-        for channel in idle:
-            self._discard(channel)
+        self._retire_runners()
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """The absolute working directory for a command; must be inside the workspace."""
@@ -336,6 +355,48 @@ class RunnerSandbox:
         return env
 
     # --- internals -----------------------------------------------------------------------------
+    def _run_on_a_runner(self, request: dict, stop, memory_mb: int) -> CommandResult:
+        lent = self._borrow(stop)
+        if lent is None:
+            return CommandResult("", None, interrupted=True, error="interrupted before start")
+        channel, generation = lent
+        try:
+            self._reserve_memory(memory_mb)
+            channel = self._send(channel, request)
+            result, healthy = self._exchange(channel, request, stop, memory_mb)
+            if not healthy:
+                self._discard(channel)
+                channel = None
+            return result
+        except SandboxUnavailable as exc:
+            channel = None
+            return CommandResult("", None, error=str(exc))
+        finally:
+            self._release_memory(memory_mb)
+            self._give_back(channel, generation)
+
+    def _follow_workspace(self) -> str:
+        """A notice when the workspace directory was moved or re-created since the sandbox
+        started: then the sandbox has just been restarted on the current one. Else ""."""
+        current = workspace_identity(self.workspace)
+        if current == self.identity:
+            return ""
+        with self._restart_lock:
+            if current == self.identity:  # another command restarted it meanwhile
+                return ""
+            self._retire_runners()
+            self._restart()
+            self.identity = current
+        return WORKSPACE_REPLACED.format(workspace=self.workspace)
+
+    def _retire_runners(self) -> None:
+        """End the idle runners; those running a command now end when it does."""
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._generation += 1
+        for channel in idle:
+            self._discard(channel)
+
     def _rss_limit(self, memory_mb: int) -> int | None:
         return memory_mb + 64 if self.rss_watchdog else None
 
@@ -450,6 +511,11 @@ def result_from_reply(
     return result
 
 
+WORKSPACE_REPLACED = (
+    "sandbox: the workspace {workspace} was moved or re-created since the sandbox started; the "
+    "sandbox was restarted on the directory there now (its /tmp and background processes are "
+    "gone)\n"
+)
 KILL_REASONS = {
     "timeout": "timed out after {timeout:g} s (process tree killed)",
     "stopped": "interrupted by a stop request (process tree killed)",

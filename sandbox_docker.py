@@ -7,6 +7,7 @@ commands, agent runs and restarts reuse it. Commands never pay a `docker exec` e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,12 +18,16 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from sandbox_core import (
     DEFAULT_MEMORY_MB,
+    EMPTY,
+    EMPTY_SIZE,
     MAX_MEMORY_MB,
     PIDS_LIMIT,
+    READ_ONLY,
     RUNNER_SOURCE,
     SANDBOX_HOME,
     SYSTEM_PATH,
@@ -90,6 +95,8 @@ class DockerSandbox(RunnerSandbox):
 
     def __init__(self, cfg: SandboxConfig, client=None):
         super().__init__(cfg)
+        self._replacing = threading.Lock()
+        self.compare_inside = True  # False on an engine that shows its own inode numbers
         if cfg.network not in ("none", "bridge"):
             raise SandboxUnavailable(f"SANDBOX_NETWORK must be none or bridge, not {cfg.network!r}")
         self.client = client or docker_client()
@@ -121,20 +128,25 @@ class DockerSandbox(RunnerSandbox):
                 f"a container named {name} exists but was not made for {self.workspace}; "
                 f"remove it with: docker rm -f {name}"
             )
-        if container is not None and container.labels.get(LABEL_CONFIG) != self._config_digest():
-            container.remove(force=True)  # image or settings changed: start afresh
+        if container is not None and not self._is_current(container):
+            container.remove(force=True)  # image, settings or mounts changed: start afresh
             container = None
         if container is None:
             container = self._create(name)
         return self._running(container)
 
     def _serves_workspace(self, container) -> bool:
-        mounts = container.attrs.get("Mounts") or []
-        ws = str(self.workspace)
-        expected = {(path, path) for path, _ in workspace_mounts(self.workspace)}
-        return container.labels.get(LABEL_WORKSPACE) == ws and {
-            (m.get("Source"), m.get("Destination")) for m in mounts if m.get("Type") == "bind"
-        } in ({(ws, ws)}, expected)
+        labels = container.labels
+        return labels.get(LABEL_KIND) == "1" and labels.get(LABEL_WORKSPACE) == str(self.workspace)
+
+    def _is_current(self, container) -> bool:
+        """Made with today's image, settings and mounts (older ones showed .lmagent/)."""
+        mounts = container.attrs.get("HostConfig", {}).get("Mounts") or []
+        same_mounts = mount_set(mounts) == mount_set(self._mounts())
+        return same_mounts and container.labels.get(LABEL_CONFIG) == self._config_digest()
+
+    def _mounts(self) -> list:
+        return [docker_mount(path, kind) for path, kind in workspace_mounts(self.workspace)]
 
     def _create(self, name: str):
         try:
@@ -156,10 +168,7 @@ class DockerSandbox(RunnerSandbox):
             "user": self.cfg.uid_gid(),
             "working_dir": ws,
             "environment": {"HOME": SANDBOX_HOME, "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
-            "mounts": [
-                Mount(target=path, source=path, type="bind", read_only=not writable)
-                for path, writable in workspace_mounts(self.workspace)
-            ],
+            "mounts": self._mounts(),
             "tmpfs": {"/tmp": tmpfs_opts + "256m", SANDBOX_HOME: tmpfs_opts + "64m"},
             "read_only": True,
             "cap_drop": ["ALL"],
@@ -180,8 +189,47 @@ class DockerSandbox(RunnerSandbox):
             container.reload()
         return container
 
+    def _replace_container(self) -> None:
+        """A fresh container, on the workspace directory there is now."""
+        with contextlib.suppress(NotFound):
+            self.container.remove(force=True)
+        self.container = self._find_or_create()
+        self.memory_mb = DEFAULT_MEMORY_MB
+
     # --- RunnerSandbox hooks -------------------------------------------------------------------
+    def _restart(self) -> None:
+        try:
+            self._replace_container()
+        except DockerException as exc:
+            detail = _first_line(exc)
+            raise SandboxUnavailable(f"cannot restart the sandbox container: {detail}") from exc
+
     def _connect(self) -> Channel:
+        """A runner in a container that sees the workspace directory there is now.
+
+        A container an earlier run of the agent left running may still hold a workspace
+        directory that has since been moved or re-created: it is replaced.
+        """
+        channel = self._open_runner()
+        if self._sees_workspace(channel):
+            return channel
+        self._discard(channel)
+        stale = self.container.id
+        with self._replacing:
+            if self.container.id == stale:
+                try:
+                    self._replace_container()
+                except DockerException as exc:
+                    raise ChannelLost(f"cannot replace the container: {_first_line(exc)}") from exc
+        channel = self._open_runner()
+        self.compare_inside = self._sees_workspace(channel)  # False: e.g. Docker in a VM
+        return channel
+
+    def _sees_workspace(self, channel: Channel) -> bool:
+        seen = channel.ready.get("workspace")
+        return not self.compare_inside or seen is None or tuple(seen) == self.identity
+
+    def _open_runner(self) -> Channel:
         try:
             try:
                 self.container = self._running(self.container)
@@ -269,6 +317,28 @@ class ExecSocket:
         except OSError:
             pass
         self.sock.close()
+
+
+def docker_mount(path: str, kind: str) -> Mount:
+    """One of workspace_mounts() for Docker; EMPTY is a small read-only tmpfs."""
+    if kind == EMPTY:
+        return Mount(
+            target=path,
+            source=None,
+            type="tmpfs",
+            read_only=True,
+            tmpfs_size=EMPTY_SIZE,
+            tmpfs_mode=0o555,
+        )
+    return Mount(target=path, source=path, type="bind", read_only=kind == READ_ONLY)
+
+
+def mount_set(mounts: list[dict]) -> set[tuple]:
+    """What matters of HostConfig.Mounts (or of our Mount objects) to tell layouts apart."""
+    return {
+        (m.get("Type"), m.get("Source") or "", m.get("Target"), bool(m.get("ReadOnly")))
+        for m in mounts
+    }
 
 
 def direct_socket_plan(workspace: Path) -> dict | None:

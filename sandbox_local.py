@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 from sandbox_core import (
+    EMPTY,
+    EMPTY_SIZE,
     PIDS_LIMIT,
+    READ_ONLY,
     RUNNER_SOURCE,
     SANDBOX_HOME,
     Channel,
@@ -130,10 +133,24 @@ def bwrap_argv(workspace: Path, home: str = SANDBOX_HOME) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--size", str(HOME_SIZE), "--tmpfs", home]
     argv += ["--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
-    for path, writable in workspace_mounts(workspace):
-        argv += ["--bind" if writable else "--ro-bind", path, path]
+    argv += workspace_options(workspace)
     argv += ["--chdir", str(workspace)]
     argv += ["--remount-ro", "/"]  # bwrap's own root tmpfs: not a place to write either
+    return argv
+
+
+def workspace_options(workspace: Path) -> list[str]:
+    """The workspace_mounts() as bwrap options; an EMPTY one is made read-only once the
+    mounts inside it are in place."""
+    argv, empty = [], []
+    for path, kind in workspace_mounts(workspace):
+        if kind == EMPTY:
+            argv += ["--perms", "0555", "--size", str(EMPTY_SIZE), "--tmpfs", path]
+            empty.append(path)
+        else:
+            argv += ["--ro-bind" if kind == READ_ONLY else "--bind", path, path]
+    for path in empty:
+        argv += ["--remount-ro", path]
     return argv
 
 

@@ -4,15 +4,18 @@ sandboxed_shell.py starts it once per sandbox with ``python3 -c <this file>`` an
 it over stdin/stdout, so a command costs one fork instead of a fresh ``docker exec``.
 
 Protocol. The host writes one JSON object per line on stdin:
-  {"op": "hello", "home", "gitconfig", "max_procs", "max_rss_mb", "direct"?}
-                                            -> {"op": "ready", "pid", "uid", "direct": bool}
+  {"op": "hello", "home", "gitconfig", "workspace", "max_procs", "max_rss_mb", "direct"?}
+                          -> {"op": "ready", "pid", "uid", "direct": bool, "workspace": [dev, ino]}
   {"op": "run", "id", "cmd", "cwd", "env", "timeout", "mem_mb", "max_rss_mb", "cap"}
   {"op": "kill", "id"}                                               (stop the running command)
 Each answer is one JSON header line; a "run" answer carries "head" + "tail" raw output bytes
 right after it, so binary output and output without a trailing newline survive intact.
-With "direct": {"path", "token"} the server also listens on that unix socket (in the workspace,
-which the host sees at the same path) and, once the host connects and proves the token, talks
-over it instead: that skips the hops through dockerd. The socket file is removed right away.
+"workspace" in "ready" is the (device, inode) of the workspace directory as the sandbox sees it
+(null if unreadable): the host tells by it a container still holding a directory that has since
+been moved or re-created. With "direct": {"path", "token"} the server also listens on that unix
+socket (in the workspace, which the host sees at the same path) and, once the host connects and
+proves the token, talks over it instead: that skips the hops through dockerd. The socket file
+is removed right away.
 
 Every command runs under bash (sh if there is no bash) in its own session/process group, with
 stdin from /dev/null and stdout+stderr on one pipe. To keep a round trip near a millisecond the
@@ -166,7 +169,9 @@ class Server:
         self.idle_watch = Watchdog(**self.limits)
         direct = req.get("direct") or {}
         listener = listen_unix(direct.get("path"))
-        self.send({"op": "ready", "pid": os.getpid(), "uid": os.getuid(), "direct": bool(listener)})
+        ready = {"op": "ready", "pid": os.getpid(), "uid": os.getuid(), "direct": bool(listener)}
+        ready["workspace"] = identity(req.get("workspace"))
+        self.send(ready)
         if listener is not None:
             self.accept_direct(listener, direct)
 
@@ -452,6 +457,15 @@ def write_home(req):
             f.write(req.get("gitconfig", ""))
     except OSError as exc:
         sys.stderr.write(f"sandbox: cannot prepare HOME: {exc}\n")
+
+
+def identity(path):
+    """[device, inode] of a directory, or None."""
+    try:
+        info = os.stat(path)
+    except (OSError, TypeError):
+        return None
+    return [info.st_dev, info.st_ino]
 
 
 def read_into(fd, out):

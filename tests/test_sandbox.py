@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -222,9 +223,10 @@ def test_docker_container_is_hardened(make_sandbox):
     mounts = sandbox.container.attrs["Mounts"]
     assert sorted((m["Type"], m["Source"], m["Destination"], m["RW"]) for m in mounts) == [
         ("bind", workspace, workspace, True),
-        ("bind", f"{workspace}/.lmagent", f"{workspace}/.lmagent", False),
         ("bind", f"{workspace}/.lmagent.md", f"{workspace}/.lmagent.md", False),
+        ("bind", f"{workspace}/.lmagent/mcp_images", f"{workspace}/.lmagent/mcp_images", False),
         ("bind", f"{workspace}/.lmagent/sandbox", f"{workspace}/.lmagent/sandbox", True),
+        ("tmpfs", "", f"{workspace}/.lmagent", False),  # hides the agent's own data
     ]
     assert sandbox.container.attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
     assert sandbox.container.labels["lmagent.workspace"] == workspace
@@ -274,6 +276,88 @@ def test_docker_container_removed_behind_our_back_is_recreated(make_sandbox):
     sandbox.container.remove(force=True)
     assert sandbox.run("echo again").output == "again\n"
     assert sandbox.container.id != old_id
+
+
+def test_docker_replaces_a_container_that_still_shows_the_agents_data(make_sandbox, tmp_path):
+    """Containers made before .lmagent/ was hidden bound it read-only: they must not be reused."""
+    from docker.types import Mount
+
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    first = make_sandbox("docker", workspace=workspace)
+    spec = first._container_spec(first.container.name)
+    first.close()
+    first.container.remove(force=True)
+    data = workspace / ".lmagent"
+    (data / "mcp.json").write_text('{"mcpServers": {"x": {"env": {"TOKEN": "s3cret"}}}}')
+    spec["mounts"] = [
+        Mount(target=str(path), source=str(path), type="bind", read_only=not writable)
+        for path, writable in ((workspace, True), (data, False), (data / "sandbox", True))
+    ]
+    old = first.client.containers.create(**spec)  # the old layout, with today's labels
+    second = make_sandbox("docker", workspace=workspace)
+    assert second.container.id != old.id
+    result = second.run("cat .lmagent/mcp.json")
+    assert result.exit_code != 0 and "s3cret" not in result.output
+
+
+def replace_workspace(workspace: Path, how: str) -> Path | None:
+    """Move the workspace away (returns where) or delete it, then make an empty one."""
+    moved = None
+    if how == "moved":
+        moved = workspace.with_name(workspace.name + ".old")
+        workspace.rename(moved)
+    else:
+        shutil.rmtree(workspace)
+    workspace.mkdir()
+    return moved
+
+
+@pytest.mark.parametrize("how", ["moved", "deleted"])
+@pytest.mark.parametrize("backend", ["docker", "bwrap", "process"])
+def test_a_replaced_workspace_restarts_the_sandbox(make_sandbox, tmp_path, backend, how):
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    sandbox = make_sandbox(backend, workspace=workspace)
+    assert sandbox.run("echo one > first; echo warm").output == "warm\n"
+    moved = replace_workspace(workspace, how)
+    result = sandbox.run("echo two > second; ls")
+    assert result.exit_code == 0, result
+    assert result.output.startswith(f"sandbox: the workspace {workspace} was moved or re-created")
+    assert result.output.endswith("second\n") and "first" not in result.output
+    assert (workspace / "second").read_text() == "two\n"
+    if moved is not None:
+        assert [p.name for p in moved.iterdir() if not p.name.startswith(".")] == ["first"]
+    again = sandbox.run("echo three > third; ls")
+    assert again.output == "second\nthird\n"  # said once
+
+
+def test_a_deleted_workspace_is_reported_until_it_is_back(make_sandbox, tmp_path):
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    sandbox = make_sandbox("bwrap", workspace=workspace)
+    sandbox.run("true")
+    shutil.rmtree(workspace)
+    gone = sandbox.run("echo x > f")
+    assert gone.exit_code is None and f"the workspace {workspace} is gone" in gone.error
+    workspace.mkdir()
+    back = sandbox.run("echo x > f && echo ok")
+    assert back.exit_code == 0 and back.output.endswith("ok\n")
+    assert (workspace / "f").exists()
+
+
+def test_docker_container_left_on_a_moved_workspace_is_replaced(make_sandbox, tmp_path):
+    """An earlier run of the agent left the container running on the directory since moved."""
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    earlier = make_sandbox("docker", workspace=workspace)
+    earlier.run("echo one > first")
+    earlier.close()  # the container keeps running, as after the agent exits
+    moved = replace_workspace(workspace, "moved")
+    later = make_sandbox("docker", workspace=workspace)
+    assert later.run("echo two > second; ls").output == "second\n"
+    assert later.container.id != earlier.container.id
+    assert not (moved / "second").exists()
 
 
 def test_docker_refuses_a_foreign_container_with_its_name(make_sandbox, tmp_path):

@@ -6,6 +6,7 @@ attacks it from inside the sandbox, and checks on the host side that nothing got
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
@@ -96,24 +97,69 @@ def test_cannot_write_outside_via_a_symlink(sandbox, token):
         assert not target.exists(), f"the sandbox wrote {target} through a symlink"
 
 
-def test_cannot_rewrite_the_agents_own_configuration(sandbox, token):
-    """mcp.json starts programs on the host and .lmagent.md steers the model: read-only inside."""
-    workspace = workspace_of(sandbox)
+def plant_agent_data(workspace: Path, token: str) -> dict[Path, bytes]:
+    """What the agent keeps in .lmagent/, each file holding the token; {path: content}."""
     data = workspace / ".lmagent"
-    (data / "mcp.json").write_text('{"mcpServers": {}}')
-    before = {p: p.read_bytes() for p in (data / "mcp.json", workspace / ".lmagent.md")}
-    evil = '{"mcpServers": {"x": {"command": "sh", "args": ["-c", "touch /tmp/pwned"]}}}'
+    files = {
+        data / "mcp.json": json.dumps({"mcpServers": {"x": {"env": {"API_TOKEN": token}}}}),
+        data / "sessions" / "s1.jsonl": json.dumps({"message": {"content": token}}) + "\n",
+        data / "agents" / "a1" / "brief.json": json.dumps({"objective": token}),
+        data / "agents" / "a1" / "result.json": json.dumps({"summary": token}),
+        data / ".soul.md": token,
+    }
+    for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return {path: path.read_bytes() for path in [*files, workspace / ".lmagent.md"]}
+
+
+def test_cannot_read_the_agents_own_data(sandbox, token):
+    """mcp.json may hold tokens, sessions hold the conversation: nothing of .lmagent/ shows."""
+    workspace = workspace_of(sandbox)
+    plant_agent_data(workspace, token)
     result = sandbox.run(
-        f"echo {shlex.quote(evil)} > .lmagent/mcp.json; echo {token} >> .lmagent.md;"
-        f" rm -f .lmagent/mcp.json; mv .lmagent .moved; echo x > .lmagent/{token};"
-        f" mkdir -p .lmagent/sessions && echo x > .lmagent/sessions/{token}.jsonl;"
-        " cat .lmagent/mcp.json"
+        "cat .lmagent/mcp.json; ls -la .lmagent/sessions; cat .lmagent/agents/a1/brief.json;"
+        f" cat {workspace}/.lmagent/.soul.md; grep -rs {token} . /proc/self/root{workspace};"
+        " ln -s .lmagent/mcp.json link; cat link; ln .lmagent/mcp.json hard; cat hard;"
+        " ln -s /proc/self/root/.. up; cat up/.lmagent/mcp.json",
+        timeout=60,
     )
-    assert "touch /tmp/pwned" not in result.output
+    assert result.output, "the probe printed nothing at all"
+    assert token not in result.output
+    listing = sandbox.run("find .lmagent | sort").output.split()
+    assert listing == [".lmagent", ".lmagent/mcp_images", ".lmagent/sandbox"]
+    assert sandbox.run("cat .lmagent.md").output == (workspace / ".lmagent.md").read_text()
+
+
+def test_cannot_write_or_replace_the_agents_own_data(sandbox, token):
+    """Sessions, briefs, results and mcp.json (which starts programs on the host) stay as the
+    agent wrote them, whatever a command does to .lmagent/."""
+    workspace = workspace_of(sandbox)
+    before = plant_agent_data(workspace, token)
+    evil = '{"mcpServers": {"x": {"command": "sh", "args": ["-c", "touch /tmp/pwned"]}}}'
+    attacks = [
+        f"echo {shlex.quote(evil)} > .lmagent/mcp.json",
+        f"echo {token} >> .lmagent.md",
+        "echo '{}' > .lmagent/sessions/s1.jsonl",
+        f"mkdir -p .lmagent/sessions && echo x > .lmagent/sessions/{token}.jsonl",
+        "echo '{}' > .lmagent/agents/a1/result.json",
+        "rm -rf .lmagent; rm -f .lmagent.md",
+        "mv .lmagent .moved; mv .lmagent.md .moved.md",
+        "umount -l .lmagent; umount .lmagent.md",
+        "mount --bind /tmp .lmagent",
+        "ln -s ../sessions .lmagent/sandbox/up && echo x > .lmagent/sandbox/up/up.jsonl",
+        f"ln -s {workspace}/.lmagent/sessions .lmagent/sandbox/abs",
+        "echo x > .lmagent/sandbox/abs/abs.jsonl",
+        "echo x > .lmagent/mcp_images/x.png",
+    ]
+    for attack in attacks:
+        sandbox.run(attack)
     for path, content in before.items():
         assert path.read_bytes() == content, f"the sandbox changed {path}"
-    assert not (data / token).exists() and not (data / "sessions" / f"{token}.jsonl").exists()
-    assert not (workspace / ".moved").exists()
+    assert sorted(p.name for p in (workspace / ".lmagent" / "sessions").iterdir()) == ["s1.jsonl"]
+    assert not (workspace / ".moved").exists() and not (workspace / ".moved.md").exists()
+    assert list((workspace / ".lmagent" / "mcp_images").iterdir()) == []
+    assert not Path("/tmp/pwned").exists()
 
 
 def test_cannot_hard_link_host_files(sandbox, tmp_path_factory, token):
