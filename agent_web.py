@@ -36,7 +36,6 @@ DEFAULTS = {
     "EVENT_BUFFER_BYTES": 8 << 20,
     "MAX_STREAMS": MAX_STREAMS,
     "MAX_FAILURES": 5,
-    "MAX_TOTAL_FAILURES": 100,
     "FAILURE_WINDOW": 15 * 60,
 }
 
@@ -67,7 +66,6 @@ def create_app(config: Config, test_config: dict | None = None, *, runtime=None)
         app.config["PIN"],
         app.config["ALLOWED_HOSTS"],
         max_failures=app.config["MAX_FAILURES"],
-        max_total_failures=app.config["MAX_TOTAL_FAILURES"],
         window=app.config["FAILURE_WINDOW"],
     )
     hub = EventHub(

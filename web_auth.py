@@ -1,9 +1,13 @@
 """Sign-in and request checks for the web UI (a LAN is not a trusted network).
 
-- The PIN is compared in constant time; a client (an IPv4 address, or an IPv6 /64 network) that
-  failed 5 times within 15 minutes gets 429 until its oldest failure is 15 minutes old, and
-  after 100 failures from anywhere in 15 minutes nobody new can sign in until they age out
-  (browsers already signed in keep working). Wrong Bearer tokens count as failures too.
+- The PIN is compared in constant time. A client (an IPv4 address, or an IPv6 /64 network) that
+  fails 5 times within 15 minutes gets 429 for 15 minutes; each further lockout without a
+  successful sign-in in between lasts twice as long, up to a day. Wrong Bearer tokens count as
+  failures too. Nothing locks out everyone: failures from a crowd of addresses never stop another
+  client (the owner) with the right PIN. Guessing stays hopeless through the PIN's length: 10
+  random digits (10^10, 33 bits) against 35 guesses per address on the first day and 5 a day
+  after that, about 1,850 a year; even a whole /24 of 254 addresses gets about 470,000 guesses a
+  year, a chance of 1 in 21,000 (without the doubling it would be 480 a day per address).
 - A successful sign-in creates a random session token sent as an HttpOnly, SameSite=Strict
   cookie; the PIN itself never leaves the login request body.
 - The Host header must name an address the server announced (DNS rebinding), and a request that
@@ -14,10 +18,12 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import math
 import secrets
 import threading
 import time
-from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 COOKIE = "lmagent_session"
@@ -48,7 +54,7 @@ PREVIEW_CSP = (
 )
 
 
-def new_pin(digits: int = 8) -> str:
+def new_pin(digits: int = 10) -> str:
     """A random numeric PIN (easy to type on a phone)."""
     return "".join(secrets.choice("0123456789") for _ in range(digits))
 
@@ -77,6 +83,19 @@ def client_key(address: str) -> str:
     return str(ip)
 
 
+@dataclass
+class Failures:
+    """One client's failed sign-ins."""
+
+    recent: list[float] = field(default_factory=list)  # failures since its last lockout
+    lockout: float = 0.0  # length of its last lockout: doubles until a sign-in succeeds
+    locked_until: float = 0.0
+    last: float = 0.0  # its last failure
+
+    def quiet_since(self) -> float:
+        return max(self.last, self.locked_until)
+
+
 class Guard:
     """PIN check, failure limits, browser sessions, Host and Origin checks."""
 
@@ -86,24 +105,29 @@ class Guard:
         allowed_hosts: list[str] | tuple[str, ...] = (),
         *,
         max_failures: int = 5,
-        max_total_failures: int = 100,
         window: float = 15 * 60,
+        max_lockout: float = 24 * 3600,
+        forget_after: float = 7 * 24 * 3600,
+        max_clients: int = 10_000,
         session_ttl: float = 7 * 24 * 3600,
         max_sessions: int = 256,
+        clock: Callable[[], float] = time.monotonic,
     ):
         if not pin:
             raise ValueError("the PIN must not be empty")
         self._pin = pin.encode("utf-8")
         self.allowed_hosts = {host_name(h) for h in (*allowed_hosts, *LOCAL_HOSTS) if h}
         self.max_failures = max_failures
-        self.max_total_failures = max_total_failures
         self.window = window
+        self.max_lockout = max_lockout
+        self.forget_after = forget_after  # a client quiet this long starts afresh
+        self.max_clients = max_clients
         self.session_ttl = session_ttl
         self.max_sessions = max_sessions
+        self._clock = clock
         self._lock = threading.Lock()
-        self._failures: dict[str, deque[float]] = {}
-        self._all_failures: deque[float] = deque()
-        self._sessions: dict[str, float] = {}  # token -> expiry (monotonic)
+        self._failures: dict[str, Failures] = {}
+        self._sessions: dict[str, float] = {}  # token -> expiry (clock)
 
     # ------------------------------------------------------------------ PIN and failures
 
@@ -114,48 +138,51 @@ class Guard:
 
     def retry_after(self, client: str) -> int:
         """Seconds until `client` may try again; 0 when it is not locked out."""
-        now = time.monotonic()
         with self._lock:
-            waits = []
-            failures = self._recent(client_key(client), now)
-            if len(failures) >= self.max_failures:
-                waits.append(failures[0])
-            everyone = self._prune(self._all_failures, now)
-            if len(everyone) >= self.max_total_failures:
-                waits.append(everyone[0])
-            if not waits:
-                return 0
-            return max(1, int(min(waits) + self.window - now) + 1)
+            record = self._failures.get(client_key(client))
+            wait = record.locked_until - self._clock() if record else 0.0
+        return math.ceil(wait) if wait > 0 else 0
 
     def record_failure(self, client: str) -> None:
-        now = time.monotonic()
+        """Count a failure; the `max_failures`-th within `window` locks the client out."""
+        now = self._clock()
         with self._lock:
-            self._recent(client_key(client), now).append(now)
-            self._all_failures.append(now)
-            self._prune(self._all_failures, now)
-            if len(self._failures) > 10_000:  # forget quiet clients; keeps memory bounded
-                for key in [k for k, v in self._failures.items() if not v][:5000]:
-                    del self._failures[key]
+            key = client_key(client)
+            record = self._failures.get(key)
+            if record is None or record.quiet_since() < now - self.forget_after:
+                record = self._failures[key] = Failures()
+            record.recent = [t for t in record.recent if t > now - self.window] + [now]
+            record.last = now
+            if len(record.recent) >= self.max_failures:
+                record.lockout = (
+                    min(2 * record.lockout, self.max_lockout) if record.lockout else self.window
+                )
+                record.locked_until = now + record.lockout
+                record.recent = []
+            self._bound(now)
 
     def clear_failures(self, client: str) -> None:
+        """A successful sign-in: the client starts afresh."""
         with self._lock:
             self._failures.pop(client_key(client), None)
 
-    def _recent(self, key: str, now: float) -> deque[float]:
-        return self._prune(self._failures.setdefault(key, deque()), now)
-
-    def _prune(self, failures: deque[float], now: float) -> deque[float]:
-        while failures and failures[0] <= now - self.window:
-            failures.popleft()
-        while len(failures) > 10 * self.max_total_failures:
-            failures.popleft()
-        return failures
+    def _bound(self, now: float) -> None:
+        """Keep memory bounded: forget quiet clients, then (past `max_clients` addresses) the
+        ones quiet the longest; a client still locked out is the last to go."""
+        if len(self._failures) <= self.max_clients:
+            return
+        quiet = now - self.forget_after
+        for key in [k for k, r in self._failures.items() if r.quiet_since() < quiet]:
+            del self._failures[key]
+        excess = len(self._failures) - self.max_clients
+        for key in sorted(self._failures, key=lambda k: self._failures[k].quiet_since())[:excess]:
+            del self._failures[key]
 
     # ------------------------------------------------------------------ browser sessions
 
     def new_session(self) -> str:
         token = secrets.token_urlsafe(32)
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             for key in [k for k, expiry in self._sessions.items() if expiry <= now]:
                 del self._sessions[key]
@@ -171,7 +198,7 @@ class Guard:
             expiry = self._sessions.get(token)
             if expiry is None:
                 return False
-            if expiry <= time.monotonic():
+            if expiry <= self._clock():
                 del self._sessions[token]
                 return False
             return True

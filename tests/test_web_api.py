@@ -74,8 +74,8 @@ def test_wrong_pin_is_401_and_the_sixth_attempt_after_five_failures_is_429(clien
     assert response.status_code == 200
 
 
-def test_failures_count_per_ipv6_network_and_in_total(workspace):
-    app = create_app(make_config(workspace), {"PIN": PIN, "MAX_TOTAL_FAILURES": 8})
+def test_failures_count_per_ipv6_network(workspace):
+    app = create_app(make_config(workspace), {"PIN": PIN})
 
     def login(address, pin="00000000"):
         return app.test_client().post(
@@ -86,9 +86,6 @@ def test_failures_count_per_ipv6_network_and_in_total(workspace):
         assert login(f"2001:db8:1:2::{n + 1}").status_code == 401
     assert login("2001:db8:1:2::99", PIN).status_code == 429
     assert login("2001:db8:1:3::1", PIN).status_code == 200  # another network
-    for n in range(3):
-        assert login(f"10.0.0.{n + 1}").status_code == 401
-    assert login("10.0.0.200", PIN).status_code == 429  # 8 failures in all: nobody new
 
 
 def test_bearer_pin_works_for_scripts_and_wrong_bearers_count_as_failures(client):
@@ -351,7 +348,7 @@ def test_agent_web_py_prints_url_port_and_pin_and_serves_until_sigterm(workspace
                 break
         text = "".join(banner)
         assert f"http://127.0.0.1:{port}/" in text and f"Port: {port}" in text, text
-        pin = re.search(r"PIN:\s+(\d{8})", text).group(1)
+        pin = re.search(r"PIN:\s+(\d{10})", text).group(1)
         base = f"http://127.0.0.1:{port}"
         assert requests.get(base + "/api/status", timeout=5).status_code == 401
         status = requests.get(
