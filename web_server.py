@@ -3,6 +3,14 @@
 Each open page holds one server thread for its event stream, so the pool is sized for the
 stream limit plus headroom for ordinary requests (web_events.EventHub closes the oldest stream
 past its limit, so extra tabs cannot starve the API).
+
+Connections are a resource LAN neighbours could exhaust, so `ConnectionLimits` bounds them: one
+client (an IPv4 address or an IPv6 /64, as for sign-in failures) may hold `per_client`
+connections and further ones are refused with 503; past `total`, the longest-idle connection of
+the client holding the most idle ones is closed to make room, so a crowd of addresses cannot
+shut anyone else out; a connection waiting for a request is closed after `idle_timeout`, and one
+whose request headers do not arrive within `header_timeout` (slowloris) as well. A connection
+serving a request (an event stream, a download) is never closed by these rules.
 """
 
 from __future__ import annotations
@@ -13,7 +21,15 @@ import ctypes.util
 import ipaddress
 import socket
 import threading
+import time
+from collections import Counter
 from dataclasses import dataclass, field
+
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+
+from web_auth import client_key
 
 WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 SERVER_THREADS = 24
@@ -139,15 +155,115 @@ def trim_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
+# --------------------------------------------------------------------------- connections
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How much of the server one client may hold, and for how long."""
+
+    per_client: int = 2 * MAX_STREAMS  # one client: every event stream, as many for requests
+    total: int = 256  # past this, the busiest client's longest-idle connection makes room
+    idle_timeout: int = 30  # seconds a connection may wait for its next request
+    header_timeout: int = 10  # seconds from a request's first byte to the end of its headers
+    check_interval: int = 2  # seconds between sweeps for idle and slow connections
+
+
+REFUSAL_TEXT = b"too many connections from your address; close some and try again\n"
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(REFUSAL_TEXT), REFUSAL_TEXT)
+)
+
+
+class GuardedChannel(HTTPChannel):
+    """A waitress connection that knows its client and when its unfinished request began."""
+
+    def __init__(self, server, sock, addr, adj, map=None):
+        self.client = client_key(addr[0])
+        self.request_started = time.time()
+        super().__init__(server, sock, addr, adj, map=map)
+
+    def received(self, data):
+        pending = self.request
+        result = super().received(data)
+        if self.request is not None and self.request is not pending:
+            self.request_started = time.time()  # the first bytes of a new request
+        return result
+
+    def idle(self) -> bool:
+        """Nothing being served or sent: closing it loses no response."""
+        return not (self.requests or self.total_outbufs_len or self.will_close)
+
+    def headers_late(self, cutoff: float) -> bool:
+        return (
+            self.request is not None
+            and not self.request.headers_finished
+            and self.request_started < cutoff
+        )
+
+
+class GuardedServer(TcpWSGIServer):
+    """waitress's TCP server with the limits of `ConnectionLimits` (module docstring)."""
+
+    channel_class = GuardedChannel
+
+    def __init__(self, application, limits: ConnectionLimits, adj: Adjustments):
+        self.limits = limits
+        super().__init__(application, adj=adj, sockinfo=adj.listen[0])
+
+    def accept(self):
+        accepted = super().accept()
+        if accepted is not None and not self._admit(client_key(accepted[1][0])):
+            _refuse(accepted[0])
+            return None
+        return accepted
+
+    def _admit(self, client: str) -> bool:
+        channels = list(self.active_channels.values())
+        if sum(channel.client == client for channel in channels) >= self.limits.per_client:
+            return False
+        return len(channels) < self.limits.total or _make_room(channels)
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)  # closes connections idle for longer than channel_timeout
+        cutoff = now - self.limits.header_timeout
+        for channel in list(self.active_channels.values()):
+            if channel.headers_late(cutoff):
+                channel.will_close = True
+
+
+def _make_room(channels: list[GuardedChannel]) -> bool:
+    """Close the longest-idle connection of the client holding the most idle ones."""
+    idle = [channel for channel in channels if channel.idle()]
+    if not idle:
+        return False
+    busiest = Counter(channel.client for channel in idle).most_common(1)[0][0]
+    oldest = min((c for c in idle if c.client == busiest), key=lambda c: c.last_activity)
+    oldest.handle_close()
+    return True
+
+
+def _refuse(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        conn.setblocking(False)
+        conn.send(REFUSAL)
+    conn.close()
+
+
 class WebServer:
     """waitress serving a WSGI app; run() in the foreground or start() in a thread."""
 
-    def __init__(self, app, host: str, port: int, threads: int = SERVER_THREADS):
-        import waitress
-
+    def __init__(
+        self,
+        app,
+        host: str,
+        port: int,
+        threads: int = SERVER_THREADS,
+        limits: ConnectionLimits = ConnectionLimits(),
+    ):
         self.app = app
-        self.server = waitress.create_server(
-            app,
+        adj = Adjustments(
             host=host or "0.0.0.0",
             port=port,
             threads=threads,
@@ -155,7 +271,12 @@ class WebServer:
             channel_request_lookahead=1,  # lets a stream notice a closed tab
             clear_untrusted_proxy_headers=True,
             expose_tracebacks=False,
+            asyncore_use_poll=True,  # select() fails past 1024 descriptors
+            channel_timeout=limits.idle_timeout,
+            cleanup_interval=limits.check_interval,
+            connection_limit=limits.total + 16,  # waitress's own brake, never reached
         )
+        self.server = GuardedServer(app, limits, adj)
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
 
