@@ -3,8 +3,9 @@
 Run inside the sandbox (or, for the process backend, on the host) from the workspace:
 `python3 race_swapper.py HOST_DIR` makes `l -> HOST_DIR` beside the folder `d`, then swaps the
 two names with renameat2(RENAME_EXCHANGE) in a tight loop, so `d` is a real folder one moment
-and a link out of the workspace the next. It stops when the file `stop-swapping` appears and
-prints how many swaps it made. `swapping` is created once the loop runs.
+and a link out of the workspace the next. It stops when the file `stop-swapping` appears, and
+prints how many swaps it made (and writes it to `swaps.txt`, for a detached run). `swapping` is
+created once the loop runs.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def main(host_dir: str) -> None:
             if exchange(b"d", b"l") != 0:
                 raise OSError(ctypes.get_errno(), "renameat2 failed")
             swaps += 1
+    with open("swaps.txt", "w") as report:
+        report.write(f"swaps={swaps}\n")
     print(f"swaps={swaps}", flush=True)
 
 

@@ -6,7 +6,10 @@ with a symlink to a host folder in a tight loop (renameat2 RENAME_EXCHANGE). Mea
 file tool (and each other way the host opens workspace paths: the web file routes, uploads, the
 vision tool's reader, report_result's artifact checks) is called ATTEMPTS times on paths through
 `d`. The host folder holds canary files: none may be read, listed, written, created or changed.
-The test ids carry the attempt count; each test prints how many swaps ran under it.
+The swapper is started three ways: as a foreground command of the sandbox, detached by the
+shell tool (outliving its command, as a background process of the run would), and by a
+parallel sub-agent's shell through the real loop. The test ids carry the attempt count; each
+test prints (with -s) the attempts, refusals, leaks and swaps.
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from pathlib import Path
 
 import pytest
 from conftest import make_config, tool_context
+from scripted_llm import text, tool_call
+from test_bca import Agents, run_parent
 
 import bca_records
 import web_files
 from agent_bca import _reported_artifacts
 from agent_tools import default_toolset
-from tool_registry import ArgumentError
+from tool_registry import ArgumentError, Services
 from workspace import PathError
 
 pytest_plugins = ["sandbox_fixtures"]
@@ -59,7 +64,7 @@ def _web(function, *args):
 
 def _upload(race, n):
     try:
-        return web_files.save_upload(race.ctx.workspace, f"shot{n}.png", PNG + CANARY.encode())
+        return web_files.save_upload(race.ctx.workspace, f"shot{n}.png", PNG + b"uploaded")
     except web_files.FileProblem as exc:
         return {"refused": str(exc)}
 
@@ -84,8 +89,10 @@ def _artifacts(race, n):
 
 OPERATIONS = {
     "read": _tool("read", lambda n: {"path": "d/file.txt"}),
-    "write": _tool("write", lambda n: {"path": f"d/new{n}.txt", "content": CANARY}),
-    "edit": _tool("edit", lambda n: {"path": "d/file.txt", "search": "value=", "replace": "value=1"}),
+    "write": _tool("write", lambda n: {"path": f"d/new{n}.txt", "content": "written"}),
+    "edit": _tool(
+        "edit", lambda n: {"path": "d/file.txt", "search": "value=", "replace": "value=1"}
+    ),
     "ls": _tool("ls", lambda n: {"path": "d"}),
     "glob": _tool("glob", lambda n: {"pattern": "d/**"}),
     "grep": _tool("grep", lambda n: {"pattern": CANARY[:6] + "|value", "paths": ["d"]}),
@@ -100,34 +107,77 @@ OPERATIONS = {
 
 
 class Race:
-    """A workspace whose `d` is being swapped with a link to `host` by a sandboxed command."""
+    """A workspace whose `d` a swapper exchanges with a link to `host`, started one of three ways:
+    as a foreground command of the sandbox, detached by the shell tool (outliving its command, as
+    a background process of the run), or by a parallel sub-agent's shell through the real loop."""
 
-    def __init__(self, workspace: Path, host: Path, sandbox):
-        self.workspace, self.host, self.sandbox = workspace, host, sandbox
-        self.ctx = tool_context(make_config(workspace))
+    def __init__(self, workspace: Path, host: Path, backend: str, make_sandbox, llm=None):
+        self.workspace, self.host, self.backend = workspace, host, backend
+        self.config = make_config(workspace, llm, sandbox_backend=backend)
+        self.config = self.config.with_changes(allow_unsandboxed_auto=True)
+        self.services = Services(self.config)
+        self.ctx = tool_context(self.config, services=self.services)
         self.tools = default_toolset()
+        self.make_sandbox, self.llm = make_sandbox, llm
         self.outcome: dict = {}
-        self.thread = threading.Thread(target=self._swap, daemon=True)
+        self.thread: threading.Thread | None = None
 
-    def _swap(self) -> None:
+    def start(self, how: str) -> None:
         command = f"python3 race_swapper.py {self.host}"
-        self.outcome = self.sandbox.run(command, timeout=110).to_tool_result()
+        if how == "foreground":
+            sandbox = self.make_sandbox(self.backend, workspace=self.workspace)
+            self._in_thread(lambda: sandbox.run(command, timeout=110).to_tool_result())
+        elif how == "detached":
+            self.make_sandbox(self.backend, workspace=self.workspace)  # skips when unavailable
+            detached = f"(setsid nohup {command} >/dev/null 2>&1 &)"
+            started = self.tools.execute(self.ctx, "shell", {"command": detached})
+            assert started["success"], started
+        else:
+            self.make_sandbox(self.backend, workspace=self.workspace)
+            self._in_thread(lambda: self._sub_agent(command))
+        _wait_for(self.workspace / "swapping", lambda: self.outcome)
 
-    def start(self) -> None:
+    def _in_thread(self, target) -> None:
+        def keep():
+            self.outcome = target()
+
+        self.thread = threading.Thread(target=keep, daemon=True)
         self.thread.start()
-        started = self.workspace / "swapping"
-        for _ in range(400):
-            if started.exists() or not self.thread.is_alive():
-                break
-            threading.Event().wait(0.025)
-        assert started.exists(), f"the swapper did not start: {self.outcome}"
+
+    def _sub_agent(self, command: str) -> dict:
+        manifest = {"tasks": [{"task_id": "swap", "objective": "Run the swapper"}]}
+        agents = Agents(
+            [
+                tool_call("decompose", {"manifest_json": json.dumps(manifest)}),
+                text("TASK_COMPLETE"),
+            ],
+            **{
+                "Run the swapper": [
+                    tool_call("shell", {"command": command, "timeout": 110}),
+                    tool_call("report_result", {"status": "ok", "summary": "swapped"}),
+                ]
+            },
+        ).install(self.llm)
+        result, _ = run_parent(self.config, "Swap d with a link, in a sub-agent")
+        agents.assert_done(self.llm)
+        shell = [m["content"] for b in agents.bodies["Run the swapper"][1:2] for m in b["messages"]]
+        return {"status": result.status, "output": shell[-1]}
 
     def stop(self) -> int:
         (self.workspace / "stop-swapping").touch()
-        self.thread.join(60)
-        output = str(self.outcome.get("output", ""))
-        assert "swaps=" in output, f"the swapper did not finish cleanly: {self.outcome}"
-        return int(output.rsplit("swaps=", 1)[1].split()[0])
+        _wait_for(self.workspace / "swaps.txt", lambda: self.outcome)
+        if self.thread is not None:
+            self.thread.join(60)
+            assert "swaps=" in str(self.outcome.get("output")), self.outcome
+        return int((self.workspace / "swaps.txt").read_text().split("=")[1])
+
+
+def _wait_for(path: Path, why) -> None:
+    for _ in range(800):
+        if path.exists():
+            return
+        threading.Event().wait(0.025)
+    raise AssertionError(f"{path.name} did not appear: {why()}")
 
 
 def _plant(workspace: Path, host: Path) -> None:
@@ -148,30 +198,64 @@ def _host_state(host: Path) -> dict:
     }
 
 
+def _attack(race: Race, operations: list[str], attempts: int) -> dict[str, tuple[int, list]]:
+    """{operation: (refused, leaks)} after `attempts` calls of each operation."""
+    outcome = {}
+    for operation in operations:
+        call, leaks, refused = OPERATIONS[operation], [], 0
+        for n in range(attempts):
+            shown = json.dumps(call(race, n), ensure_ascii=False)
+            if CANARY in shown or CANARY_NAME in shown:
+                leaks.append(shown[:3000])
+            refused += '"success": false' in shown or '"refused"' in shown
+        outcome[operation] = (refused, leaks)
+    return outcome
+
+
+def _raced(workspace, host, backend, make_sandbox, how, operations, attempts, llm=None):
+    _plant(workspace, host)
+    before = _host_state(host)
+    race = Race(workspace, host, backend, make_sandbox, llm)
+    race.start(how)
+    try:
+        outcome = _attack(race, operations, attempts)
+    finally:
+        swaps = race.stop()
+    for operation, (refused, leaks) in outcome.items():
+        print(f"  {backend}/{how}/{operation}: {attempts} attempts, {refused} refused, ", end="")
+        print(f"{len(leaks)} leaked")
+    print(f"  {backend}/{how}: {swaps} swaps in all")
+    assert swaps > 0
+    assert {op: leaks for op, (_, leaks) in outcome.items() if leaks} == {}
+    assert _host_state(host) == before, "the host folder was changed"
+
+
 @pytest.mark.parametrize("operation", list(OPERATIONS))
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("attempts", [ATTEMPTS])
 def test_no_path_operation_escapes_through_a_swapped_symlink(
-    backend, operation, attempts, make_sandbox, tmp_path, capsys
+    backend, operation, attempts, make_sandbox, tmp_path
 ):
     workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
     workspace.mkdir()
-    _plant(workspace, host)
-    before = _host_state(host)
-    race = Race(workspace, host, make_sandbox(backend, workspace=workspace))
-    call = OPERATIONS[operation]
-    leaks, refused = [], 0
-    race.start()
-    try:
-        for n in range(attempts):
-            shown = json.dumps(call(race, n), ensure_ascii=False)
-            if CANARY in shown or CANARY_NAME in shown:
-                leaks.append(shown[:300])
-            refused += '"success": false' in shown or '"refused"' in shown
-    finally:
-        swaps = race.stop()
-    with capsys.disabled():
-        print(f"\n  {backend}/{operation}: {attempts} attempts, {swaps} swaps, {refused} refused")
-    assert swaps > 0
-    assert leaks == [], f"{len(leaks)} of {attempts} results showed the host folder"
-    assert _host_state(host) == before, "the host folder was changed"
+    _raced(workspace, host, backend, make_sandbox, "foreground", [operation], attempts)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("attempts", [ATTEMPTS])
+def test_a_swapper_left_running_by_the_shell_tool_reaches_nothing_outside(
+    backend, attempts, make_sandbox, tmp_path
+):
+    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
+    workspace.mkdir()
+    _raced(workspace, host, backend, make_sandbox, "detached", list(OPERATIONS), attempts)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("attempts", [ATTEMPTS])
+def test_a_swapper_in_a_parallel_sub_agents_shell_reaches_nothing_outside(
+    backend, attempts, make_sandbox, tmp_path, llm
+):
+    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
+    workspace.mkdir()
+    _raced(workspace, host, backend, make_sandbox, "sub-agent", list(OPERATIONS), attempts, llm)
