@@ -54,7 +54,7 @@ def _history_arguments(call: dict) -> str:
         return json.dumps(arguments, ensure_ascii=False)
     try:
         value = json.loads(arguments or "{}")
-    except ValueError:
+    except (ValueError, RecursionError):
         return "{}"
     return arguments if isinstance(value, dict) else "{}"
 

@@ -9,7 +9,6 @@ What the model is told and how its plain replies are read lives in agent_prompts
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 import uuid
 from collections.abc import Callable
@@ -64,7 +63,7 @@ from llm_client import (
     LLMTimeout,
     LLMUnreachable,
 )
-from tool_registry import ArgumentError, bind_arguments
+from tool_registry import ArgumentError, bind_arguments, parse_arguments
 from toolcall_parsing import FormatError, extract_text_calls
 from waiting_index import record_ending
 
@@ -564,12 +563,10 @@ class AgentRun:
 
 
 def _try_json(raw) -> object:
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return raw
-    return raw
+    try:
+        return parse_arguments(raw)
+    except ArgumentError:
+        return raw
 
 
 def _is_empty(reply) -> bool:

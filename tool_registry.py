@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 from agent_core import Config, PathError, StopToken, Workspace
 from agent_sessions import Session
+from toolcall_parsing import MAX_NESTING, nesting_depth
 
 
 class ToolError(Exception):
@@ -150,8 +151,15 @@ def make_tool(function: Callable[..., dict], changes_things: bool = False, name:
 # --------------------------------------------------------------------------- argument handling
 
 
+TOO_DEEP = (
+    f"arguments are nested more than {MAX_NESTING} levels deep; send a flatter JSON object "
+    'like {"path": "file.txt"}'
+)
+
+
 def parse_arguments(raw: object) -> dict:
-    """Arguments as a dict; a JSON string (even one encoded twice) is decoded."""
+    """Arguments as a dict; a JSON string (even one encoded twice) is decoded. Arguments that
+    nest more than MAX_NESTING levels (or more than the decoder can) are refused."""
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return {}
     value = raw
@@ -160,14 +168,18 @@ def parse_arguments(raw: object) -> dict:
             break
         try:
             value = json.loads(value)
+        except RecursionError:
+            raise ArgumentError(TOO_DEEP) from None
         except ValueError as exc:
             raise ArgumentError(
                 f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
                 'send a JSON object like {"path": "file.txt"}'
             ) from None
-    if isinstance(value, dict):
-        return value
-    raise ArgumentError(f"arguments must be a JSON object, not {type(value).__name__}")
+    if not isinstance(value, dict):
+        raise ArgumentError(f"arguments must be a JSON object, not {type(value).__name__}")
+    if nesting_depth(value) > MAX_NESTING:
+        raise ArgumentError(TOO_DEEP)
+    return value
 
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")

@@ -10,12 +10,15 @@ Tolerated: trailing commas, single quotes, Python literals, "parameters" for "ar
 arguments as a JSON string, "functions.NAME", think blocks (calls inside them are thoughts,
 also in a block that was never closed).
 A reply that clearly attempts a call but cannot be read (cut off, no name, invalid JSON) raises
-FormatError, whose message is what the model is told. Nothing else is ever raised.
+FormatError, whose message is what the model is told. Nothing else is ever raised. Arguments
+nested too deeply for the JSON decoder stay text (the whole call's text when the call object
+itself cannot be decoded): the tool registry refuses them as bad arguments the model can read.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import re
 import warnings
@@ -30,6 +33,7 @@ _FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _TRAILING = re.compile(r"\s*[}\]]")
 _CALL_START = re.compile(r"""\{\s*["']?(?:name|function)["']?\s*:\s*["']([^"']+)""")
+MAX_NESTING = 100  # levels of objects and lists a call's arguments may nest
 FORMAT_HINT = (
     'Write exactly one call per block: <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call> '
     "with valid JSON (double quotes, no trailing commas), or reply with your answer and "
@@ -44,8 +48,16 @@ class FormatError(ValueError):
         super().__init__(f"Your tool call could not be read: {problem}. {FORMAT_HINT}")
 
 
+class _TooDeep(FormatError):
+    """JSON nested deeper than the decoder can go."""
+
+    def __init__(self):
+        super().__init__("the JSON is nested too deeply")
+
+
 def extract_text_calls(text: str, known: set[str]) -> list[dict]:
-    """Tool calls written in `text`, as [{"name", "arguments": dict}]; [] when there are none."""
+    """Tool calls written in `text`, as [{"name", "arguments"}]; [] when there are none.
+    Arguments are a dict, or text when nested too deeply to decode."""
     text = _without_thinking(text or "")
     for alias, tag in ALIASES.items():
         text = text.replace(alias, tag)
@@ -108,17 +120,14 @@ def _bare_function_calls(text: str, known: set[str]) -> list[dict]:
 def _function_calls(text: str, closed: bool, known: set[str]) -> list[dict]:
     calls = []
     for match in _FUNCTION.finditer(text):
-        name, body, ended = match.group(1), match.group(2), closed or bool(match.group(3))
-        calls.append({"name": _canonical(name, known), "arguments": _parameters(body, ended)})
+        name, ended = _canonical(match.group(1), known), closed or bool(match.group(3))
+        calls.append({"name": name, "arguments": _parameters(match.group(2), ended, name)})
     return calls
 
 
-def _parameters(body: str, ended: bool) -> dict:
+def _parameters(body: str, ended: bool, name: str) -> dict | str:
     if "<parameter=" not in body:  # <function=NAME>{"arg": ...}</function>
-        arguments = _loads(body) if body.strip() else {}
-        if not isinstance(arguments, dict):
-            raise FormatError("the arguments must be a JSON object")
-        return arguments
+        return _arguments(body, name)
     arguments = {}
     for match in _PARAMETER.finditer(body):
         if not (ended or match.group(3) or match.end() < len(body)):
@@ -139,7 +148,7 @@ def _mistral_calls(text: str, known: set[str]) -> list[dict]:
         if not args_tag:  # [TOOL_CALLS][{"name": ..., "arguments": ...}, ...]
             calls += _block_calls(segment, True, known)
             continue
-        arguments = _loads(next(_objects_in(rest), rest))
+        arguments = next(_objects_in(rest), rest)
         calls.append(_call_from_object({"name": name.strip(), "arguments": arguments}, known))
     return calls
 
@@ -157,6 +166,11 @@ def _calls_in_prose(text: str, known: set[str]) -> list[dict]:
     for candidate in _objects_in(text):
         try:
             data = _loads(candidate)
+        except _TooDeep:
+            start = _CALL_START.match(candidate)
+            if start:  # the registry refuses the text as bad arguments, naming the depth
+                calls.append({"name": _canonical(start.group(1), known), "arguments": candidate})
+            continue
         except FormatError:
             start = _CALL_START.match(candidate)
             if start and (_canonical(start.group(1), known) in known or "arguments" in candidate):
@@ -194,11 +208,25 @@ def _call_from_object(data: object, known: set[str]) -> dict:
     holder = data["function"] if isinstance(data.get("function"), dict) else data
     arguments = holder.get("arguments", holder.get("parameters"))
     if isinstance(arguments, str):
-        arguments = _loads(arguments) if arguments.strip() else {}
+        return {"name": name, "arguments": _arguments(arguments, name)}
     arguments = {} if arguments is None else arguments
     if not isinstance(arguments, dict):
         raise FormatError(f'"arguments" of {name} must be a JSON object')
     return {"name": name, "arguments": arguments}
+
+
+def _arguments(text: str, name: str) -> dict | str:
+    """Arguments written as JSON text (blank: none); text nested too deeply to decode is kept
+    as it is, for the tool registry to refuse."""
+    if not text.strip():
+        return {}
+    try:
+        arguments = _loads(text)
+    except _TooDeep:
+        return text
+    if not isinstance(arguments, dict):
+        raise FormatError(f'"arguments" of {name} must be a JSON object')
+    return arguments
 
 
 def _name_of(data: dict, known: set[str]) -> str:
@@ -218,20 +246,50 @@ def _canonical(name: str, known: set[str]) -> str:
 
 
 def _loads(text: str) -> object:
-    """JSON, tolerating trailing commas and Python literals; FormatError otherwise."""
+    """JSON, tolerating trailing commas and Python literals; FormatError otherwise. _TooDeep
+    when it nests deeper than a call with MAX_NESTING levels of arguments (in a list of calls)
+    could, or deeper than the decoder can go."""
     text = text.strip()
-    for attempt in (text, _without_trailing_commas(text)):
-        try:
-            return json.loads(attempt)
-        except (ValueError, RecursionError):
-            pass
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise _TooDeep() from None
+    except ValueError:
+        value = _lenient_loads(text)
+    return _shallow(value)
+
+
+def _lenient_loads(text: str) -> object:
+    """JSON with trailing commas, or a Python literal (single quotes, True, None)."""
+    fixed = _without_trailing_commas(text)
+    with contextlib.suppress(ValueError, RecursionError):
+        return json.loads(fixed)
     try:
         with warnings.catch_warnings():  # invalid escapes like "\e" warn while parsing
             warnings.simplefilter("ignore")
-            tree = ast.parse(_without_trailing_commas(text), mode="eval")
-        return _literal(tree.body)
+            return _literal(ast.parse(fixed, mode="eval").body)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise FormatError(f"the JSON is invalid or cut off: {text[:120]!r}") from None
+
+
+def _shallow(value: object) -> object:
+    if nesting_depth(value) > MAX_NESTING + 2:
+        raise _TooDeep()
+    return value
+
+
+def nesting_depth(value: object) -> int:
+    """How many levels of dicts and lists `value` has (0 for a plain value), level by level
+    rather than by recursion, so no depth can overflow the stack."""
+    depth, level = 0, [value]
+    while level := [item for item in level if isinstance(item, dict | list)]:
+        depth += 1
+        level = [child for item in level for child in _children(item)]
+    return depth
+
+
+def _children(container: dict | list) -> list:
+    return list(container.values()) if isinstance(container, dict) else container
 
 
 _NAMES = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}

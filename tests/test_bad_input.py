@@ -12,6 +12,8 @@ from scripted_llm import text, tool_call
 from test_cli import ROOT, cli, cli_env
 
 from agent_llm import run_agent
+from agent_sessions import SessionStore
+from tool_registry import MAX_NESTING, Toolset, make_tool
 
 # --------------------------------------------------------------------------- start-up
 
@@ -37,7 +39,8 @@ def test_the_cli_refuses_a_dotenv_that_is_not_utf8_in_one_line(workspace):
     (workspace / ".env").write_bytes(b"# r\xe9glages\nMAX_ITERATIONS=5\n")
     done = cli(workspace, None, "--list-sessions")
     assert done.returncode == 1
-    assert done.stderr == f"error: {workspace / '.env'} is not UTF-8 text (byte 0xe9 at offset 3); save it as UTF-8\n"
+    problem = "is not UTF-8 text (byte 0xe9 at offset 3); save it as UTF-8"
+    assert done.stderr == f"error: {workspace / '.env'} {problem}\n"
 
 
 def test_the_web_ui_refuses_a_bad_agent_host_in_one_line(workspace):
@@ -52,3 +55,61 @@ def test_the_web_ui_refuses_a_bad_agent_host_in_one_line(workspace):
     assert done.returncode == 1
     assert done.stderr.startswith("error: AGENT_HOST='0.0.0.0:7860' is not valid; allowed: an IP")
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+# --------------------------------------------------------------------------- nested arguments
+
+TOO_DEEP = f"bad arguments: arguments are nested more than {MAX_NESTING} levels deep"
+
+
+def nested(levels: int) -> str:
+    """A JSON object nested `levels` deep. Every level has its own keys: a reply that only
+    repeated itself would be cut off as a loop before any call was read."""
+    opening = "".join(f'{{"k{i}": ' for i in range(levels))
+    return opening + "1" + "".join(f', "end{i}": 0}}' for i in reversed(range(levels)))
+
+
+DEEP = nested(100_000)
+DEEP_REPLIES = {
+    "native tool_calls": tool_call("read", DEEP),
+    "<tool_call> text": text(f'<tool_call>{{"name": "read", "arguments": {DEEP}}}</tool_call>'),
+    "<function=> text": text(f"<function=read>{DEEP}</function>"),
+    "arguments as a JSON string": text(
+        f'<tool_call>{{"name": "read", "arguments": {json.dumps(DEEP)}}}</tool_call>'
+    ),
+}
+
+
+@pytest.mark.parametrize("reply", DEEP_REPLIES.values(), ids=DEEP_REPLIES)
+def test_arguments_nested_100000_deep_are_bad_arguments_and_the_run_goes_on(config, llm, reply):
+    llm.chunk_size = llm.args_chunk_size = 64 * 1024  # a 2 MB reply in a few dozen events
+    llm.add(reply, text("I will send flat arguments.\nTASK_COMPLETE"))
+    events: list[dict] = []
+    result = run_agent(
+        config, "read it", sink=lambda event: events.append(json.loads(json.dumps(event)))
+    )
+    llm.assert_all_used()
+    assert (result.status, result.message) == ("completed", "I will send flat arguments.")
+    (seen,) = [e["result"] for e in events if e["type"] == "tool_result"]
+    assert seen["success"] is False and seen["error"].startswith(TOO_DEEP)
+    told = llm.requests[1]["messages"][-1]["content"]  # what the model read next
+    assert TOO_DEEP in told
+    history = SessionStore(config.workspace).open(result.session_id).history
+    assert any(TOO_DEEP in str(message.get("content")) for message in history)
+
+
+def takes_data(ctx, data: dict) -> dict:
+    """Accept any object."""
+    return {"levels": data}
+
+
+@pytest.mark.parametrize("form", ["json text", "decoded"])
+def test_arguments_may_nest_max_nesting_levels_and_no_more(ctx, form):
+    tools = Toolset([make_tool(takes_data)])
+    for levels, accepted in ((MAX_NESTING - 1, True), (MAX_NESTING, False)):
+        arguments = f'{{"data": {nested(levels)}}}'  # one more level: the arguments object
+        raw = arguments if form == "json text" else json.loads(arguments)
+        result = tools.execute(ctx, "takes_data", raw)
+        assert result["success"] is accepted, (levels, result)
+        if not accepted:
+            assert result["error"].startswith(TOO_DEEP)
