@@ -54,7 +54,8 @@ class LLMTimeout(LLMUnreachable):
 
 
 class StreamBroken(LLMError):
-    """The connection dropped in the middle of a reply."""
+    """The reply was cut off: the connection dropped, or the stream ended before its finish
+    reason or [DONE]."""
 
 
 class ContextOverflow(LLMError):
@@ -683,9 +684,12 @@ class LLMClient:
         return response
 
     def _consume(self, response: http.client.HTTPResponse, state: _StreamState) -> bool:
-        got_any = False
+        """Feed the stream to `state`; whether it carried anything. A stream that carried part
+        of a reply and ended without a finish reason or [DONE] was cut off: StreamBroken."""
+        got_any = done = False
         for data in sse_data(iter(lambda: response.read1(65536), b"")):
             if data == "[DONE]":
+                done = True
                 break
             chunk = _json_object(data)
             if chunk is None:
@@ -701,6 +705,8 @@ class LLMClient:
                     _apply_delta(choice.get("delta") or choice.get("message"), state) or got_any
                 )
                 state.reply.finish_reason = choice.get("finish_reason") or state.reply.finish_reason
+        if got_any and not (done or state.reply.finish_reason):
+            raise StreamBroken("the stream was cut off mid-reply (no finish reason, no [DONE])")
         return got_any
 
 

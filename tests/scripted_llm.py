@@ -38,6 +38,9 @@ Normal replies
     ``drop_after``      N: send the role chunk plus N further chunks, then shut the socket
                         down mid-body (no [DONE], no terminating HTTP chunk), so the client
                         sees a broken stream.  Non-stream: half the JSON body, then close.
+    ``end_after``       N: send the role chunk plus N further chunks, then end the response
+                        cleanly (terminating HTTP chunk) with no finish reason and no
+                        ``[DONE]``: a stream closed mid-reply.  Streamed replies only.
 Errors
     ``status``          any HTTP status; ``body`` is sent as JSON (dict/list) or text (str;
                         JSON content type when the string parses as JSON).  ``headers``
@@ -129,6 +132,7 @@ _TURN_KEYS = frozenset(
         "no_done",
         "empty",
         "drop_after",
+        "end_after",
         "status",
         "body",
         "headers",
@@ -865,9 +869,11 @@ class ScriptedLLM:
         args_size = turn.get("args_chunk_size", self.args_chunk_size)
         events = stream_chunks(turn, body, calls, usage, (model, cid, created), size, args_size)
 
-        drop_after = turn.get("drop_after")
+        drop_after, end_after = turn.get("drop_after"), turn.get("end_after")
         if drop_after is not None:
             events = events[: drop_after + 1]
+        if end_after is not None:
+            events = events[: end_after + 1]
         chunk_delay = turn.get("chunk_delay", self.chunk_delay) or 0.0
 
         handler.send_response(200)
@@ -884,7 +890,7 @@ class ScriptedLLM:
         if drop_after is not None:
             handler.abort()
             return
-        if not turn.get("no_done"):
+        if not turn.get("no_done") and end_after is None:
             if events and chunk_delay > 0:
                 self._wait(handler, chunk_delay)
             handler.write_chunk(b"data: [DONE]\n\n")

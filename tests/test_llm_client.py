@@ -25,6 +25,7 @@ from scripted_llm import (
 
 import llm_client
 from agent_core import StopToken
+from agent_llm import run_agent
 from llm_client import (
     RETRY_POLICY,
     Callbacks,
@@ -447,6 +448,40 @@ def test_dropped_tool_call_stream_is_retried_without_doubled_arguments(llm, work
     assert [(c["name"], json.loads(c["arguments"])) for c in reply.tool_calls] == [
         ("read", {"path": "a.txt"})
     ]
+
+
+def test_a_stream_closed_cleanly_mid_reply_is_retried_and_the_reply_is_whole(llm, workspace):
+    content = "One, two, three, four, five, six."
+    seen = Seen()
+    reply = ask(llm, workspace, text(content, end_after=4), text(content), seen=seen)
+    assert (reply.content, reply.finish_reason) == (content, "stop")
+    assert "".join(seen.tokens) == content  # what the cut stream showed is not shown twice
+    assert len(llm.requests) == 2
+    assert any("cut off mid-reply" in s for s in seen.status), seen.status
+    llm.assert_all_used()
+
+
+def test_a_stream_closed_cleanly_mid_tool_call_arguments_is_retried(llm, workspace):
+    turn = tool_call("write", {"path": "notes.txt", "content": "all of it"})
+    cut = {**turn, "end_after": 4}  # role, the call's name, then 3 pieces of its arguments
+    reply = ask(llm, workspace, cut, turn, tools=TOOLS)
+    assert [(c["name"], json.loads(c["arguments"])) for c in reply.tool_calls] == [
+        ("write", {"path": "notes.txt", "content": "all of it"})
+    ]
+    assert len(llm.requests) == 2
+    llm.assert_all_used()
+
+
+def test_a_stream_that_keeps_closing_mid_reply_ends_the_run_saying_it_was_cut(llm, workspace):
+    llm.add(*[text("Partial answer that never ends", end_after=3)] * 3)
+    config = make_config(workspace, llm, llm_retries=2)
+    result = run_agent(config, "answer")
+    assert result.status == "error"
+    assert result.message == (
+        "LLM request failed: the stream was cut off mid-reply (no finish reason, no [DONE])"
+    )
+    assert len(llm.requests) == 3
+    llm.assert_all_used()
 
 
 def test_a_retry_that_says_something_else_is_shown_and_announced(llm, workspace):
