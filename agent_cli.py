@@ -246,6 +246,9 @@ def list_sessions(config: Config, as_json: bool = False, write: Callable | None 
         write(f"no sessions in {config.workspace}")
         return 0
     for meta in sessions:
+        if meta["status"] == "damaged":
+            write(f"{meta['id']}  damaged        {one_line(meta['error'])}")
+            continue
         task = one_line(meta.get("task", ""))[:60]
         write(
             f"{meta['id']}  {meta.get('status', '?'):<14} {str(meta.get('updated', ''))[:19]}  "

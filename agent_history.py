@@ -8,9 +8,14 @@ import json
 
 from agent_sessions import Session
 from llm_client import Reply
+from toolcall_parsing import FormatError, extract_text_calls
 
 TOOL_RESULT_CHARS = 30_000  # a longer result is cut in the middle
-CALL_CUT_OFF = "the run stopped before this call finished"
+CALL_CUT_OFF = (
+    "the run was cut off (the agent was killed or crashed) while this call ran, so it may or "
+    "may not have taken effect. Check whether it did (read the file, list the directory, look "
+    "at the processes) before you repeat it."
+)
 
 
 def assistant_message(reply: Reply, native_calls: list[dict]) -> dict:
@@ -67,9 +72,36 @@ def _result_text(result: dict) -> str:
     return text
 
 
-def _missing_result(call_id: str) -> dict:
-    content = json.dumps({"success": False, "error": CALL_CUT_OFF})
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
+def cut_off_result(call: dict) -> dict:
+    """The result of a call that was recorded but never answered: the process died while it
+    ran, so it may have had its effect. Names the call, so the model can check it."""
+    return {
+        "success": False,
+        "error": CALL_CUT_OFF,
+        "tool": call["name"],
+        "arguments": _decoded(call["arguments"]),
+    }
+
+
+def _decoded(arguments: object) -> object:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return arguments
+    return arguments
+
+
+def _plain_call(call: dict) -> dict:
+    """A recorded native tool call as {"id", "name", "arguments"}."""
+    function = call["function"]
+    return {"id": call["id"], "name": function["name"], "arguments": function["arguments"]}
+
+
+def _missing_result(call: dict) -> dict:
+    """The tool message for a recorded native `call` without a result."""
+    (message,) = result_messages([call], [cut_off_result(call)], native=True)
+    return message
 
 
 class PairedHistory:
@@ -83,7 +115,7 @@ class PairedHistory:
         self.revision: int | None = None
         self.seen = 0
         self.out: list[dict] = []
-        self.waiting: list[str] = []  # ids of the latest calls still without a result
+        self.waiting: list[dict] = []  # the latest calls still without a result (_plain_call)
 
     def __call__(self, session: Session) -> list[dict]:
         history = session.history
@@ -93,30 +125,46 @@ class PairedHistory:
         for message in history[self.seen :]:
             self.add(message)
         self.seen = len(history)
-        return self.out + [_missing_result(call_id) for call_id in self.waiting]
+        return self.out + [_missing_result(call) for call in self.waiting]
 
     def add(self, message: dict) -> None:
         if message.get("role") == "tool":
-            if message.get("tool_call_id") in self.waiting:
-                self.waiting.remove(message["tool_call_id"])
+            call = next((c for c in self.waiting if c["id"] == message.get("tool_call_id")), None)
+            if call is not None:
+                self.waiting.remove(call)
                 self.out.append(message)
             return
-        if self.waiting:
-            self.out.extend([_missing_result(call_id) for call_id in self.waiting])
+        self.out.extend([_missing_result(call) for call in self.waiting])
         self.out.append(message)
-        calls = message.get("tool_calls")
-        self.waiting = [c["id"] for c in calls] if calls else []
+        self.waiting = [_plain_call(c) for c in message.get("tool_calls") or ()]
 
 
-def repair_history(session: Session) -> None:
-    """Record a result for every call of the last step that has none (a crash cut it short)."""
-    history = session.history
+def repair_history(session: Session, tool_names: frozenset[str] = frozenset()) -> None:
+    """Record a result for every call of the last step that has none: the process died while
+    they ran (kill -9, a crash, a power cut), so the model is told that each may have had its
+    effect and to check before repeating it. `tool_names` finds calls written as text."""
+    calls, native = unanswered_calls(session.history, tool_names)
+    if calls:
+        session.extend(result_messages(calls, [cut_off_result(c) for c in calls], native))
+
+
+def unanswered_calls(history: list[dict], tool_names: frozenset[str]) -> tuple[list[dict], bool]:
+    """(calls, native): the calls of the last assistant message that have no result."""
     index = len(history) - 1
     while index >= 0 and history[index].get("role") == "tool":
         index -= 1
-    if index < 0 or not history[index].get("tool_calls"):
-        return
-    answered = {m.get("tool_call_id") for m in history[index + 1 :]}
-    for call in history[index]["tool_calls"]:
-        if call["id"] not in answered:
-            session.append(_missing_result(call["id"]))
+    if index < 0 or history[index].get("role") != "assistant":
+        return [], True
+    message = history[index]
+    if message.get("tool_calls"):
+        answered = {m.get("tool_call_id") for m in history[index + 1 :]}
+        calls = [_plain_call(c) for c in message["tool_calls"]]
+        return [c for c in calls if c["id"] not in answered], True
+    if index < len(history) - 1 or not tool_names:
+        return [], False
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    try:  # calls written as text are answered by the next (user) message
+        return extract_text_calls(text, set(tool_names)), False
+    except FormatError:
+        return [], False

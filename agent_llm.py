@@ -51,7 +51,7 @@ from agent_prompts import (
     shows_commands,
     system_prompt,
 )
-from agent_sessions import Session, SessionStore
+from agent_sessions import Session, SessionStore, disk_full, disk_full_message
 from agent_tools import Services, ToolContext, Toolset, default_toolset
 from llm_client import (
     CUT_REPEATING,
@@ -198,9 +198,9 @@ class AgentRun:
     # ------------------------------------------------------------------ driving
 
     def run(self, plan_first: bool = False) -> RunResult:
-        self.session.save_meta(status=STATUS_RUNNING, wait_until=None, error=None)
-        self.index_wait(STATUS_RUNNING, None)  # resumed early: its wake-up is void
         try:
+            self.session.save_meta(status=STATUS_RUNNING, wait_until=None, error=None)
+            self.index_wait(STATUS_RUNNING, None)  # resumed early: its wake-up is void
             if plan_first:
                 self.make_plan()
             while True:
@@ -219,21 +219,17 @@ class AgentRun:
             ended = Failed(f"LLM request failed: {exc}")
         except KeyboardInterrupt:
             ended = Interrupted("interrupted")
-        except Exception as exc:  # a bug must still leave the session saved and resumable
-            ended = Failed(
-                f"internal error: {type(exc).__name__}: {exc}", traceback=traceback.format_exc()
-            )
+        except Exception as exc:  # a bug or a full disk must still leave the session resumable
+            ended = _failure(exc, self.session.id)
         return self.finish(ended)
 
     def finish(self, ended: RunEnded) -> RunResult:
-        meta = {
-            "status": ended.status,
-            "last_message": ended.message[:2000],
-            "error": ended.message if ended.status == STATUS_ERROR else None,
-            "wait_until": ended.extra.get("wait_until"),
-            "wait_reason": ended.extra.get("wait_reason"),
-        }
-        self.session.save_meta(**meta)
+        meta = _ending_meta(ended)
+        try:
+            self.session.save_meta(**meta)
+        except OSError as exc:  # not even written in place: the session is resumable as it is
+            ended = _failure(exc, self.session.id)
+            meta = _ending_meta(ended)
         self.index_wait(ended.status, meta["wait_until"], meta["wait_reason"] or ended.message)
         result = RunResult(
             status=ended.status,
@@ -562,6 +558,24 @@ class AgentRun:
         return True
 
 
+def _ending_meta(ended: RunEnded) -> dict:
+    """The metadata a session's ending writes."""
+    return {
+        "status": ended.status,
+        "last_message": ended.message[:2000],
+        "error": ended.message if ended.status == STATUS_ERROR else None,
+        "wait_until": ended.extra.get("wait_until"),
+        "wait_reason": ended.extra.get("wait_reason"),
+    }
+
+
+def _failure(exc: Exception, session_id: str) -> Failed:
+    """How a run that raised ends: a full disk is for the user to fix, anything else is a bug."""
+    if disk_full(exc):
+        return Failed(disk_full_message(exc, session_id), disk_full=True)
+    return Failed(f"internal error: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+
+
 def _try_json(raw) -> object:
     try:
         return parse_arguments(raw)
@@ -581,10 +595,12 @@ def open_session(
     task: str | None,
     session_id: str | None = None,
     session: Session | None = None,
+    tool_names: frozenset[str] = frozenset(),
     **create_options,
 ) -> tuple[Session, bool]:
     """(session, resumed): a new session holding `task`, or a saved one (given, or by id) with
-    its cut-off calls repaired and the new task or a resume message appended."""
+    its cut-off calls repaired and the new task or a resume message appended. A session that
+    has no message yet (its run was killed at once) starts with the task it was made for."""
     if session is None and not session_id:
         session = new_session(config, task, **create_options)
     elif session is None:
@@ -592,8 +608,11 @@ def open_session(
     else:
         session.refresh()  # another run may have added to it since the caller opened it
     resumed = bool(session.history)  # a caller may pass a session it has just created
-    repair_history(session)
-    text = task.strip() if task and task.strip() else resume_message(session)
+    repair_history(session, tool_names)
+    if task and task.strip():
+        text = task.strip()
+    else:
+        text = resume_message(session) if resumed else session.meta["task"]
     session.append({"role": "user", "content": text})
     return session, resumed
 
@@ -631,12 +650,15 @@ def run_agent(
     without task or session."""
     Workspace(config.workspace).ensure()
     gate = gate or PermissionGate(config.permission_mode, ask)
+    services = services or Services(config)
+    toolset = toolset or default_toolset(services)
     store = SessionStore(config.workspace)
     create = {"parent_id": parent_id, "source": source, "mode": gate.mode}
     if session is None and not session_id:
         session = new_session(config, task, **create)
     with store.lock(session.id if session is not None else store.resolve(session_id)):
-        session, resumed = open_session(config, task, session_id, session, **create)
+        names = frozenset(toolset.names())
+        session, resumed = open_session(config, task, session_id, session, names, **create)
         run = AgentRun(
             config,
             session,
@@ -650,6 +672,8 @@ def run_agent(
             **run_options,
         )
         run.emit("session", task=session.meta.get("task"), resumed=resumed, mode=gate.mode)
+        for problem in session.problems:
+            run.emit("status", message=f"warning: session {session.id}: {problem}")
         try:
             return run.run(plan_first=plan_first)
         finally:

@@ -1,34 +1,50 @@
 """Durable sessions: the append-only transcript, its metadata and run state on disk, and the
-store that creates, opens, lists and locks them under `<workspace>/.lmagent/sessions/`."""
+store that creates, opens, lists and locks them under `<workspace>/.lmagent/sessions/`.
+
+Files on disk are checked as they are read: a damaged record is skipped and reported
+(`Session.problems`), metadata that cannot be used makes the session `SessionDamaged`, and a
+session id is only ever put in a path once it is made of the session id characters."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from agent_core import (
+    STATUS_ERROR,
+    STATUS_INTERRUPTED,
     STATUS_RUNNING,
     Workspace,
+    atomic_write,
     estimate_tokens,
     locked,
-    read_json,
     try_lock,
     unlock,
     utc_now,
     write_json,
 )
 
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
 
 class SessionNotFound(KeyError):
     """No session matches the id given (or the prefix is ambiguous); args[0] says which."""
+
+
+class SessionDamaged(SessionNotFound):
+    """The session's metadata cannot be used; args[0] names the session, what is wrong and
+    what to do."""
 
 
 class SessionBusy(RuntimeError):
@@ -38,6 +54,26 @@ class SessionBusy(RuntimeError):
 def new_session_id() -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{secrets.token_hex(6)}"
+
+
+def is_session_id(value: object) -> bool:
+    """True for text made of the session id characters (letters, digits, '-', '_'), the only
+    text ever put in a session's file names."""
+    return isinstance(value, str) and SESSION_ID.fullmatch(value) is not None
+
+
+def disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL
+
+
+def disk_full_message(exc: OSError, session_id: str) -> str:
+    """What a run that met a full disk tells the user: what happened and what to do."""
+    where = f" writing {Path(exc.filename).name}" if exc.filename else ""
+    return (
+        f"the disk is full ({errno.errorcode[exc.errno]}: {exc.strerror}{where}); the session "
+        f"is saved up to its last complete step. Free some space on the workspace's disk, then "
+        f"continue it with --resume {session_id}"
+    )
 
 
 @dataclass
@@ -52,13 +88,19 @@ class RunState:
         return {"todos": self.todos, "plan": self.plan, "task_state": self.task_state}
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> RunState:
-        data = data or {}
-        return cls(
-            todos=list(data.get("todos", [])),
-            plan=list(data.get("plan", [])),
-            task_state=dict(data.get("task_state", {})),
-        )
+    def load(cls, data: object) -> tuple[RunState, list[str]]:
+        """The state in a state file's JSON, and what was damaged in it (dropped)."""
+        if data is None:
+            return cls(), []
+        if not isinstance(data, dict):
+            return cls(), [f"it holds {_json_kind(data)}, not an object; starting without it"]
+        problems: list[str] = []
+        task_state = data.get("task_state", {})
+        if not isinstance(task_state, dict):
+            problems.append("'task_state' is not an object; dropped")
+            task_state = {}
+        state = cls(_items(data, "todos", problems), _items(data, "plan", problems), task_state)
+        return state, problems
 
     def open_todos(self) -> list[dict]:
         return [t for t in self.todos if t.get("status") not in ("completed", "cancelled")]
@@ -78,6 +120,30 @@ class RunState:
             items = "; ".join(f"[{t['status']}] #{t['id']} {t['description']}" for t in self.todos)
             parts.append("Todos: " + items)
         return "\n".join(parts)
+
+
+def _items(data: dict, key: str, problems: list[str]) -> list[dict]:
+    """The todos or plan steps of a state file that have an id, a description and a status."""
+    items = data.get(key, [])
+    if not isinstance(items, list):
+        problems.append(f"'{key}' is not a list; dropped")
+        return []
+    good = [
+        item
+        for item in items
+        if isinstance(item, dict)
+        and isinstance(item.get("id"), int)
+        and isinstance(item.get("description"), str)
+        and isinstance(item.get("status"), str)
+    ]
+    if len(good) < len(items):
+        problems.append(f"{len(items) - len(good)} of its '{key}' entries are damaged; dropped")
+    return good
+
+
+def _json_kind(value: object) -> str:
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "true/false"}
+    return "null" if value is None else kinds.get(type(value), "a number")
 
 
 class DiskWriter:
@@ -107,7 +173,8 @@ class DiskWriter:
         self._syncing = False  # an fsync is under way
         self._writing = False  # a metadata write is under way
         self._closing = False
-        self._error: Exception | None = None
+        self._error: Exception | None = None  # of an fsync
+        self._meta_error: Exception | None = None  # of a metadata write
         self._thread: threading.Thread | None = None
 
     def fsync_later(self, fd: int) -> None:
@@ -125,16 +192,19 @@ class DiskWriter:
         met since the last call."""
         with self._cond:
             self._cond.wait_for(lambda: self._fd is None and not self._syncing)
-            error, self._error = self._error, None
+            error = self._error or self._meta_error
+            self._error = self._meta_error = None
         if error is not None:
             raise error
 
     def drop_meta(self) -> None:
-        """Forget a snapshot not yet written and wait for one being written: the caller is about
-        to write newer metadata itself, which no older snapshot may overwrite."""
+        """Forget a snapshot not yet written (or one that failed) and wait for one being
+        written: the caller is about to write newer metadata itself, which no older snapshot
+        may overwrite."""
         with self._cond:
             self._meta = None
             self._cond.wait_for(lambda: not self._writing)
+            self._meta_error = None
 
     def close(self) -> None:
         """Write what is pending now, settle, and let the thread end (a later hand-over starts
@@ -179,26 +249,26 @@ class DiskWriter:
                     self._thread = None
                     self._cond.notify_all()
                     return
-            error = self._flush(*job)
+            fd, meta = job
+            sync_error = _error_of(os.fsync, fd) if fd is not None else None
+            meta_error = _error_of(write_json, *meta, durable=False) if meta else None
             with self._cond:
-                if job[1] is not None:
+                if meta is not None:
                     self._meta_due = time.monotonic() + self.META_INTERVAL
                 self._syncing = self._writing = False
-                self._error = self._error or error
+                self._error = self._error or sync_error
+                self._meta_error = self._meta_error or meta_error
                 self._cond.notify_all()
 
-    @staticmethod
-    def _flush(fd: int | None, meta: tuple[Path, dict] | None) -> Exception | None:
-        """Do one job; its error (a full disk, metadata that is not JSON) is kept for `settle`,
-        so the thread never dies with a job half done."""
-        try:
-            if fd is not None:
-                os.fsync(fd)
-            if meta is not None:
-                write_json(*meta, durable=False)
-        except Exception as exc:
-            return exc
-        return None
+
+def _error_of(action: Callable, *args, **kwargs) -> Exception | None:
+    """Run `action`; its error (a full disk, metadata that is not JSON) is returned to be kept
+    for `settle`, so the writer thread never dies with a job half done."""
+    try:
+        action(*args, **kwargs)
+    except Exception as exc:
+        return exc
+    return None
 
 
 class Session:
@@ -210,6 +280,8 @@ class Session:
     """
 
     def __init__(self, directory: Path, session_id: str, meta: dict):
+        if not is_session_id(session_id):
+            raise SessionNotFound(f"invalid session id {session_id!r}")
         self.directory = directory
         self.id = session_id
         self.meta = meta
@@ -218,6 +290,7 @@ class Session:
         self.history_tokens = 0  # estimate_tokens(history), kept up to date as it changes
         self.revision = 0  # changes whenever history is rewritten rather than appended to
         self.state = RunState()
+        self.problems: list[str] = []  # damage found while loading, for the user (one line each)
         self._lock = threading.Lock()
         self._handle = None
         self._size = 0  # bytes of the transcript file this object has read or written
@@ -267,14 +340,14 @@ class Session:
         if not group:
             self._disk.settle()  # the previous records are on disk before the next are written
         if self._handle is None:
-            self._handle = open(self.transcript_path, "ab")  # noqa: SIM115 - kept open on purpose
+            # unbuffered and kept open on purpose: nothing is left in a buffer after a failure
+            self._handle = open(self.transcript_path, "ab", buffering=0)  # noqa: SIM115
             if not _ends_cleanly(self.transcript_path):
-                self._handle.write(b"\n")  # end a torn last line so the next record stays whole
+                _append(self._handle, b"\n")  # end a torn last line so the next record stays whole
                 self._size += 1
         lines = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records]
         data = "".join(lines).encode("utf-8")
-        self._handle.write(data)
-        self._handle.flush()
+        _append(self._handle, data)
         self._size += len(data)
         self._disk.fsync_later(self._handle.fileno())
 
@@ -289,7 +362,7 @@ class Session:
             if durable or "status" in changes:
                 self._disk.drop_meta()
                 self._disk.settle()  # the transcript is on disk before the status says so
-                write_json(self.meta_path, self.meta)
+                write_status(self.meta_path, self.meta)
             else:
                 self._disk.write_meta_later(self.meta_path, self.meta)
 
@@ -316,36 +389,168 @@ class Session:
         if size == self._size:
             return
         with self._lock:
-            meta = read_json(self.meta_path)
-            if isinstance(meta, dict):
+            try:
+                meta, self.problems = load_meta(self.meta_path, self.id)
+            except SessionDamaged:  # damaged since: keep the metadata read before
+                self.problems = []
+            else:
                 self.meta.clear()
                 self.meta.update(meta)
             self.transcript, self.history = [], []
             self.load_records()
 
     def load_records(self) -> None:
-        """Replay the transcript file; a torn last line (crash mid-write) is ignored."""
+        """Replay the transcript file and read the state file. A torn last line (a crash
+        mid-write) is ignored; any other damaged record is skipped and noted in `problems`."""
         try:
             raw = self.transcript_path.read_bytes()
         except FileNotFoundError:
             raw = b""
         self._size = len(raw)
-        for line in raw.splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(record, dict):
-                continue
-            if "message" in record:
-                self.transcript.append(record["message"])
-                self.history.append(record["message"])
-            elif "compact" in record:
-                info = record["compact"]
-                self.history[info["start"] : info["end"]] = [info["summary"]]
+        lines = raw.splitlines()
+        torn = len(lines) if not raw.endswith(b"\n") else None  # the number of a torn last line
+        skipped = []
+        for number, line in enumerate(lines, 1):
+            problem = self._replay(line) if line.strip() else None
+            if problem and number != torn:
+                skipped.append(f"line {number}: {problem}")
+        if skipped:
+            more = f"; and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+            shown = "; ".join(skipped[:5]) + more
+            self.problems.append(f"{self.transcript_path.name}: skipped damaged records ({shown})")
         self.history_tokens = estimate_tokens(self.history)
         self.revision += 1
-        self.state = RunState.from_dict(read_json(self.state_path, {}))
+        self._load_state()
+
+    def _load_state(self) -> None:
+        try:
+            self.state, problems = RunState.load(_read_json(self.state_path))
+        except ValueError as exc:
+            self.state, problems = RunState(), [f"{exc}; starting without it"]
+        if problems:
+            self.problems.append(f"{self.state_path.name}: " + "; ".join(problems))
+
+    def _replay(self, line: bytes) -> str | None:
+        """Apply one transcript record; what is wrong with it when it cannot be used."""
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return "not valid JSON"
+        if not isinstance(record, dict):
+            return f"{_json_kind(record)}, not an object"
+        if "message" in record:
+            problem = message_problem(record["message"])
+            if problem is None:
+                self.transcript.append(record["message"])
+                self.history.append(record["message"])
+            return problem
+        if "compact" in record:
+            problem = compaction_problem(record["compact"], len(self.history))
+            if problem is None:
+                info = record["compact"]
+                self.history[info["start"] : info["end"]] = [info["summary"]]
+            return problem
+        return "neither a message nor a compaction"
+
+
+def message_problem(message: object) -> str | None:
+    """What makes a transcript message unusable (it would break the loop or the server's
+    request), or None."""
+    if not isinstance(message, dict):
+        return f"a message that is {_json_kind(message)}, not an object"
+    role = message.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        return f"a message with no known role ({role!r})"
+    if not isinstance(message.get("content"), (str, list, type(None))):
+        return f"a {role} message whose content is not text"
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return "an assistant message whose tool_calls is not a list"
+    if not all(_call_ok(call) for call in calls or ()):
+        return "a tool call without an id, a name or its arguments"
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        return "a tool result without tool_call_id"
+    return None
+
+
+def _call_ok(call: object) -> bool:
+    function = call.get("function") if isinstance(call, dict) else None
+    return (
+        isinstance(function, dict)
+        and isinstance(call.get("id"), str)
+        and isinstance(function.get("name"), str)
+        and isinstance(function.get("arguments"), str)
+    )
+
+
+def compaction_problem(info: object, history_length: int) -> str | None:
+    """What makes a compaction record unusable, or None."""
+    if not isinstance(info, dict):
+        return f"a compaction that is {_json_kind(info)}, not an object"
+    start, end = info.get("start"), info.get("end")
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (start, end)):
+        return "a compaction without whole-number start and end"
+    if not 0 <= start <= end <= history_length:
+        return f"a compaction of messages {start}-{end} of {history_length}"
+    problem = message_problem(info.get("summary"))
+    return f"a compaction whose summary is damaged ({problem})" if problem else None
+
+
+def _read_json(path: Path) -> object:
+    """The JSON value in a file, None when there is no file; ValueError says what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"it cannot be read ({exc})") from None
+    if not text.strip():
+        raise ValueError("it is empty")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ValueError("it is not valid JSON") from None
+
+
+def _append(handle, data: bytes) -> None:
+    """Write all of `data` at the end of an unbuffered file, or none of it: after a failure
+    (a full disk) the file is cut back to its old length, so no torn record is left."""
+    start = os.fstat(handle.fileno()).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[handle.write(view) :]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(handle.fileno(), start)
+        raise
+
+
+def write_status(path: Path, meta: dict) -> None:
+    """Write metadata now (a status change), atomically. On a full disk, where no new file can
+    be made, the old file's own space is overwritten instead, so a run that ends for lack of
+    room still records how it ended."""
+    try:
+        write_json(path, meta)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        _overwrite_in_place(path, json.dumps(meta, ensure_ascii=False, indent=2), exc)
+
+
+def _overwrite_in_place(path: Path, text: str, error: OSError) -> None:
+    """Replace the file's content within the space it already has, in one write (a killed
+    process leaves the old text or the new, never a mix): a shorter text is padded with
+    spaces, which JSON ignores. Raises `error` when the text needs more room."""
+    data = text.encode("utf-8")
+    with open(path, "r+b", buffering=0) as handle:
+        info = os.fstat(handle.fileno())
+        if len(data) > max(info.st_size, getattr(info, "st_blocks", 0) * 512):
+            raise error
+        data = data.ljust(info.st_size)
+        if handle.write(data) != len(data):
+            raise error
+        os.fsync(handle.fileno())
 
 
 def _ends_cleanly(path: Path) -> bool:
@@ -369,47 +574,62 @@ class SessionStore:
         self.directory = root / ".lmagent" / "sessions"
 
     def create(
-        self, task: str, *, parent_id: str | None = None, source: str = "cli", mode: str = ""
+        self,
+        task: str,
+        *,
+        parent_id: str | None = None,
+        source: str = "cli",
+        mode: str = "",
+        session_id: str | None = None,
     ) -> Session:
+        """A new session, under `session_id` (one reserved earlier with new_session_id) or a
+        fresh id. Raises FileExistsError when the id given is taken."""
+        if session_id is not None and not is_session_id(session_id):
+            raise SessionNotFound(f"invalid session id {session_id!r}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        session_id = self._reserve_id()
         now = utc_now()
-        meta = {
-            "id": session_id,
-            "task": task,
-            "created": now,
-            "updated": now,
-            "status": STATUS_RUNNING,
-            "parent_id": parent_id,
-            "source": source,
-            "mode": mode,
-            "iterations": 0,
-            "tokens": 0,
-            "messages": 0,
-        }
-        session = Session(self.directory, session_id, meta)
-        session.save_meta()
-        return session
-
-    def _reserve_id(self) -> str:
-        """A new id whose metadata file is created exclusively, so two sessions never share one."""
         while True:
-            session_id = new_session_id()
-            try:
-                with open(self.directory / f"{session_id}.meta.json", "x", encoding="utf-8"):
-                    return session_id
-            except FileExistsError:
-                continue
+            meta = {
+                "id": session_id or new_session_id(),
+                "task": task,
+                "created": now,
+                "updated": now,
+                "status": STATUS_RUNNING,
+                "parent_id": parent_id,
+                "source": source,
+                "mode": mode,
+                "iterations": 0,
+                "tokens": 0,
+                "messages": 0,
+            }
+            if self._create_meta(meta):
+                return Session(self.directory, meta["id"], meta)
+            if session_id:
+                raise FileExistsError(f"session {session_id} exists already")
+
+    def _create_meta(self, meta: dict) -> bool:
+        """Make a new session's metadata file, whole, unless its id is taken (False). The file
+        appears as a hard link to a complete draft, so no crash ever leaves it empty."""
+        path = self.directory / f"{meta['id']}.meta.json"
+        draft = self.directory / f".{path.name}.{secrets.token_hex(4)}.new"
+        atomic_write(draft, json.dumps(meta, ensure_ascii=False, indent=2))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            return False
+        finally:
+            draft.unlink()
+        return True
 
     def open(self, session_id: str) -> Session:
-        """Load a session by id (a unique prefix is enough)."""
+        """Load a session by id (a unique prefix is enough). Raises SessionNotFound, or
+        SessionDamaged when its metadata cannot be used; damaged transcript records and state
+        are skipped and listed in the session's `problems`."""
         meta_path = self._find_meta(session_id)
-        meta = read_json(meta_path)
-        if not isinstance(meta, dict):
-            raise SessionNotFound(
-                f"session {session_id!r} has unreadable metadata ({meta_path.name})"
-            )
-        session = Session(self.directory, meta["id"], meta)
+        full_id = meta_path.name.removesuffix(".meta.json")
+        meta, problems = load_meta(meta_path, full_id)
+        session = Session(self.directory, full_id, meta)
+        session.problems.extend(problems)
         session.load_records()
         return session
 
@@ -422,7 +642,7 @@ class SessionStore:
         """Hold `sessions/<id>.lock` while a run uses the session; raises SessionBusy when
         another run (any thread or process) holds it for longer than `wait` seconds."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        with locked(self.directory / f"{session_id}.lock", wait) as got:
+        with locked(self._lock_path(session_id), wait) as got:
             if not got:
                 raise SessionBusy(
                     f"session {session_id} is in use by another run (REPL, web UI or "
@@ -436,7 +656,7 @@ class SessionStore:
             session_id = self.resolve(session_id)
         except SessionNotFound:
             return False
-        fd = os.open(self.directory / f"{session_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self._lock_path(session_id), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             free = try_lock(fd, shared=True)
             if free:
@@ -445,9 +665,17 @@ class SessionStore:
         finally:
             os.close(fd)
 
-    def _find_meta(self, session_id: str) -> Path:
-        if not session_id or "/" in session_id or "\\" in session_id or ".." in session_id:
+    def _lock_path(self, session_id: str) -> Path:
+        if not is_session_id(session_id):
             raise SessionNotFound(f"invalid session id {session_id!r}")
+        return self.directory / f"{session_id}.lock"
+
+    def _find_meta(self, session_id: str) -> Path:
+        if not is_session_id(session_id):
+            raise SessionNotFound(
+                f"invalid session id {session_id!r}: a session id has only letters, digits, "
+                "'-' and '_'; see --list-sessions"
+            )
         exact = self.directory / f"{session_id}.meta.json"
         if exact.is_file():
             return exact
@@ -463,18 +691,96 @@ class SessionStore:
         raise SessionNotFound(f"session id {session_id!r} is ambiguous; give more characters")
 
     def list(self) -> list[dict]:
-        """Metadata of every session, newest first, without reading any transcript."""
-        if not self.directory.is_dir():
-            return []
+        """Metadata of every session, newest first, without reading any transcript. A session
+        whose metadata cannot be used is listed as {"id", "status": "damaged", "error"}."""
         sessions = []
         for path in _listdir(self.directory):
-            if not path.name.endswith(".meta.json"):
+            session_id = path.name.removesuffix(".meta.json")
+            if session_id == path.name or not is_session_id(session_id):
                 continue
-            meta = read_json(path)
-            if isinstance(meta, dict) and "id" in meta:
-                sessions.append(meta)
+            try:
+                sessions.append(load_meta(path, session_id)[0])
+            except SessionDamaged as exc:
+                sessions.append({"id": session_id, "status": "damaged", "error": exc.args[0]})
         sessions.sort(key=lambda m: m.get("created", ""), reverse=True)
         return sessions
+
+    def end_orphans(self, sources: tuple[str, ...], reason: str) -> list[str]:
+        """Mark `interrupted` every session still `running` that no run holds, whose source is
+        one of `sources`, or whose parent is such a session (sub-agents): the process running
+        them was killed. Returns their ids."""
+        running = {m["id"]: m for m in self.list() if m["status"] == STATUS_RUNNING}
+        orphans = [i for i in running if _from_source(i, running, sources)]
+        ended = []
+        for session_id in orphans:
+            with contextlib.suppress(SessionBusy, SessionNotFound, OSError):
+                self.mark_ended(session_id, STATUS_INTERRUPTED, reason)
+                ended.append(session_id)
+        return ended
+
+    def mark_ended(self, session_id: str, status: str, reason: str) -> None:
+        """Record how a session that no run holds ended, when it still says `running` (a killed
+        run never wrote its ending). Raises SessionBusy when a run holds it, SessionNotFound
+        when there is no such session or its metadata is damaged."""
+        path = self._find_meta(session_id)
+        session_id = path.name.removesuffix(".meta.json")
+        with self.lock(session_id, wait=0):
+            meta, _ = load_meta(path, session_id)
+            if meta["status"] == STATUS_RUNNING:
+                error = reason if status == STATUS_ERROR else None
+                meta.update(status=status, updated=utc_now(), last_message=reason, error=error)
+                write_status(path, meta)
+
+
+def _from_source(session_id: str, running: dict[str, dict], sources: tuple[str, ...]) -> bool:
+    """True when the running session, or one of its running ancestors, came from `sources`."""
+    seen = set()
+    while session_id in running and session_id not in seen:
+        seen.add(session_id)
+        meta = running[session_id]
+        if meta.get("source") in sources:
+            return True
+        session_id = meta.get("parent_id")
+    return False
+
+
+TEXT_FIELDS = ("id", "task", "status", "created")
+COUNTERS = ("iterations", "tokens", "messages")
+
+
+def load_meta(path: Path, session_id: str) -> tuple[dict, list[str]]:
+    """(metadata, problems) of a session's metadata file. Counters that are not whole numbers
+    are counted from 0 again (a problem noted); anything else wrong raises SessionDamaged."""
+    try:
+        meta = _read_json(path)
+        if meta is None:
+            raise ValueError("it is gone")
+    except ValueError as exc:
+        raise _damaged(session_id, f"{path.name}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise _damaged(session_id, f"{path.name} holds {_json_kind(meta)}, not an object")
+    if meta.get("id") != session_id:
+        raise _damaged(
+            session_id, f"the id in {path.name} ({meta.get('id')!r}) does not match its name"
+        )
+    for key in TEXT_FIELDS:
+        if not isinstance(meta.get(key), str):
+            what = "has no" if key not in meta else "has a damaged"
+            raise _damaged(session_id, f"{path.name} {what} '{key}'")
+    problems = []
+    for key in COUNTERS:
+        value = meta.get(key, 0)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            problems.append(f"'{key}' in {path.name} was {value!r}; counting from 0")
+            meta[key] = 0
+    return meta, problems
+
+
+def _damaged(session_id: str, problem: str) -> SessionDamaged:
+    return SessionDamaged(
+        f"session {session_id} cannot be used: {problem}; restore its files from a backup or "
+        "delete them"
+    )
 
 
 def _listdir(directory: Path) -> list[Path]:

@@ -15,6 +15,7 @@ from test_cli import Running, cli, cli_env, only_session
 from test_compaction import assert_paired
 
 from agent_core import StopToken
+from agent_history import CALL_CUT_OFF
 from agent_llm import AgentRun, run_agent
 from agent_sessions import SessionBusy, SessionNotFound, SessionStore, new_session_id
 from agent_tools import default_toolset
@@ -235,8 +236,14 @@ def test_a_call_left_without_result_by_a_crash_is_repaired_on_resume(workspace, 
     llm.assert_all_used()
     messages = llm.requests[0]["messages"]
     assert_paired(llm.requests[0])
-    repaired = next(m for m in messages if m.get("tool_call_id") == "c2")
-    assert "stopped before this call finished" in repaired["content"]
+    repaired = json.loads(next(m for m in messages if m.get("tool_call_id") == "c2")["content"])
+    assert repaired == {
+        "success": False,
+        "error": CALL_CUT_OFF,
+        "tool": "ls",
+        "arguments": {},
+    }
+    assert "may or may not have taken effect" in CALL_CUT_OFF
 
 
 def test_a_damaged_older_transcript_is_still_sent_paired(workspace, llm, config):
