@@ -222,7 +222,7 @@ class _Shown:
     def __init__(self):
         self.shown = ""  # text already passed to a callback
         self.current = ""  # text of the current attempt
-        self.looked_at = 0  # len(current) when it was last looked at for a loop
+        self.looked_at = 0  # how much of current was looked at for a loop (LOOP_CHECK_EVERY steps)
 
     def add(self, text: str) -> tuple[str, bool]:
         """(text to show now, whether the attempt diverged from what was shown)."""
@@ -241,12 +241,13 @@ LOOP_CHECK_EVERY = 250  # characters streamed between checks
 CUT_REPEATING = "repeating"  # Reply.finish_reason of a reply cut off for looping
 
 
-def loop_period(text: str) -> int:
-    """The length of the piece the end of `text` keeps repeating over its last LOOP_WINDOW
-    characters (a small model stuck in a loop), or 0."""
-    if len(text) < LOOP_WINDOW:
+def loop_period(text: str, end: int | None = None) -> int:
+    """The length of the piece that `text` (up to `end`) keeps repeating over its last
+    LOOP_WINDOW characters (a small model stuck in a loop), or 0."""
+    end = len(text) if end is None else end
+    if end < LOOP_WINDOW:
         return 0
-    tail = text[-LOOP_WINDOW:]
+    tail = text[end - LOOP_WINDOW : end]
     probe = tail[-32:]
     end = len(tail) - 1
     while (found := tail.rfind(probe, 0, end)) >= 0:
@@ -270,7 +271,11 @@ def without_loop(text: str, period: int) -> str:
 
 
 class _Looping(Exception):
-    """The streamed reply keeps repeating itself: stop reading it."""
+    """The streamed reply keeps repeating itself (in `channel`): stop reading it."""
+
+    def __init__(self, channel: _Shown):
+        super().__init__()
+        self.channel = channel
 
 
 class _StreamState:
@@ -311,17 +316,18 @@ class _StreamState:
 
     @staticmethod
     def _look_for_loop(channel: _Shown) -> None:
-        """Every LOOP_CHECK_EVERY characters of a channel, look at its ending for a loop."""
-        if len(channel.current) - channel.looked_at < LOOP_CHECK_EVERY:
-            return
-        channel.looked_at = len(channel.current)
-        if loop_period(channel.current):
-            raise _Looping()
+        """Look for a loop ending at every LOOP_CHECK_EVERY characters of a channel: at the
+        same places however the stream was cut into events."""
+        while len(channel.current) - channel.looked_at >= LOOP_CHECK_EVERY:
+            channel.looked_at += LOOP_CHECK_EVERY
+            if loop_period(channel.current, channel.looked_at):
+                raise _Looping(channel)
 
-    def cut_loop(self) -> Reply:
-        """The reply so far, its repeated ending kept to one copy, marked CUT_REPEATING."""
-        for channel in (self.content, self.thought):
-            channel.current = without_loop(channel.current, loop_period(channel.current))
+    def cut_loop(self, channel: _Shown) -> Reply:
+        """The reply up to where `channel` was found looping, the repeated piece kept once,
+        marked CUT_REPEATING."""
+        looped = channel.current[: channel.looked_at]
+        channel.current = without_loop(looped, loop_period(looped))
         self.reply.finish_reason = CUT_REPEATING
         return self.finish()
 
@@ -611,9 +617,9 @@ class LLMClient:
                     if not state.reply.finish_reason or stop.stopped:
                         raise StreamBroken(f"the reply broke off: {_root_cause(exc)}") from None
                     got_any = True  # the reply was complete; only the tail of the stream broke
-        except _Looping:
+        except _Looping as looping:
             state.callbacks.on_status("the reply kept repeating itself; cut off")
-            return state.cut_loop()
+            return state.cut_loop(looping.channel)
         return state.finish() if got_any else None
 
     @contextlib.contextmanager

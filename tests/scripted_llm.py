@@ -28,8 +28,11 @@ Normal replies
                         ``stream_options.include_usage``.  ``False`` never sends usage.
     ``finish_reason``   default ``"tool_calls"`` when there are tool calls, else ``"stop"``
     ``model``           model name in the reply (default: the request's ``model``)
-    ``chunk_size``      characters per content/reasoning chunk (default: server's)
-    ``args_chunk_size`` characters per tool-call ``arguments`` chunk (default 4)
+    ``chunk_size``      characters per content/reasoning chunk (default: server's; 0 = all
+                        in one chunk), or a function ``str -> list[str]`` that splits a text
+    ``args_chunk_size`` the same for each tool call's ``arguments`` (default 4)
+    ``one_event``       the whole reply (reasoning, content, tool calls with their complete
+                        arguments, finish reason) in a single stream event
     ``repeat_id_name``  every tool-call delta repeats id, type and name (llama-cpp-python)
     ``no_done``         the stream ends cleanly but without ``data: [DONE]``
     ``empty``           200 reply with no choices content at all: a stream holding only
@@ -128,6 +131,7 @@ _TURN_KEYS = frozenset(
         "model",
         "chunk_size",
         "args_chunk_size",
+        "one_event",
         "repeat_id_name",
         "no_done",
         "empty",
@@ -143,6 +147,7 @@ _TURN_KEYS = frozenset(
 )
 
 Turn = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
+Splitting = int | Callable[[str], list[str]]  # characters per stream chunk, or a splitter
 
 
 # --------------------------------------------------------------------------- turn helpers
@@ -238,9 +243,14 @@ def _describe(turn: Turn) -> str:
     return out if len(out) <= 120 else out[:117] + "..."
 
 
-def _split(s: str, size: int) -> list[str]:
+def _split(s: str, size: Splitting) -> list[str]:
     if not s:
         return []
+    if callable(size):
+        pieces = size(s)
+        if "".join(pieces) != s:
+            raise ValueError(f"the splitter {size!r} does not give back the whole text")
+        return pieces
     if not size or size <= 0:
         return [s]
     return [s[i : i + size] for i in range(0, len(s), size)]
@@ -275,11 +285,12 @@ def stream_chunks(
     calls: list[dict[str, str]],
     usage: Any,
     ident: tuple[str, str, int],
-    size: int,
-    args_size: int,
+    size: Splitting,
+    args_size: Splitting,
 ) -> list[dict[str, Any]]:
     """The chat.completion.chunk objects of a streamed reply to `turn` (ident: model, id,
-    created); tool-call arguments are split into pieces of `args_size` characters."""
+    created): reasoning and content split by `size`, tool-call arguments by `args_size`
+    (characters per piece, or a function; see _split)."""
     model, cid, created = ident
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -295,9 +306,12 @@ def stream_chunks(
     content = turn.get("content") or ""
     reasoning = turn.get("reasoning") or ""
     repeat = bool(turn.get("repeat_id_name"))
+    finish = ScriptedLLM._finish_reason(turn, calls)
 
     events: list[dict[str, Any]] = []
-    if not turn.get("empty"):
+    if turn.get("one_event") and not turn.get("empty"):
+        events.append(chunk(_whole_message(content, reasoning, calls), finish))
+    elif not turn.get("empty"):
         first = "" if (content or reasoning or not calls) else None
         events.append(chunk({"role": "assistant", "content": first}))
         events += [chunk({"reasoning_content": p}) for p in _split(reasoning, size)]
@@ -313,7 +327,8 @@ def stream_chunks(
                 else:
                     delta = {"index": i, "function": {"arguments": p}}
                 events.append(chunk({"tool_calls": [delta]}))
-        events.append(chunk({}, ScriptedLLM._finish_reason(turn, calls)))
+        events.append(chunk({}, finish))
+    if events:
         stream_options = body.get("stream_options") or {}
         if usage is not False and ("usage" in turn or stream_options.get("include_usage") is True):
             events.append(
@@ -328,6 +343,24 @@ def stream_chunks(
                 }
             )
     return events
+
+
+def _whole_message(content: str, reasoning: str, calls: list[dict[str, str]]) -> dict[str, Any]:
+    """One delta holding a whole reply."""
+    delta: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if reasoning:
+        delta["reasoning_content"] = reasoning
+    if calls:
+        delta["tool_calls"] = [
+            {
+                "index": i,
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for i, c in enumerate(calls)
+        ]
+    return delta
 
 
 class _Server(ThreadingHTTPServer):
@@ -471,10 +504,10 @@ class ScriptedLLM:
         *,
         models: Any = None,
         props: Any = None,
-        chunk_size: int = 3,
+        chunk_size: Splitting = 3,
         delay: float = 0.0,
         chunk_delay: float = 0.0,
-        args_chunk_size: int = 4,
+        args_chunk_size: Splitting = 4,
     ):
         self.models = models
         self.props = props
