@@ -305,6 +305,12 @@ class Repl:
     def start_scheduler(self) -> None:
         """Host the scheduler in the background while the REPL runs, unless one already runs
         on this workspace (a daemon, the web UI or another REPL): then that one does the work."""
+        from agent_setup import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
+
+        refusal = unsandboxed_auto_refusal(self.config, "auto", SCHEDULER_RUNS_AUTO)
+        if refusal:
+            self.io.line(f"  scheduler: not started here: {refusal}", "yellow")
+            return
         try:
             self.scheduler = agent_scheduler.start_background(
                 self.config, self.scheduled_sink, runtime=self.runtime, busy=lambda: self.running
@@ -422,6 +428,12 @@ class Repl:
         if arg:
             if arg.lower() not in ("auto", "normal", "manual"):
                 self.io.line("usage: /mode auto|normal|manual", "red")
+                return
+            from agent_setup import unsandboxed_auto_refusal
+
+            refusal = unsandboxed_auto_refusal(self.config, arg.lower())
+            if refusal:
+                self.io.line(refusal, "red")
                 return
             self.mode = arg.lower()
         self.io.line(f"permission mode: {self.mode}")

@@ -28,6 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--list-sessions", action="store_true", help="list saved sessions")
     parser.add_argument("--plan", action="store_true", help="show a plan for approval first")
     parser.add_argument("--permission", choices=("auto", "normal", "manual"))
+    parser.add_argument(
+        "--allow-unsandboxed-auto",
+        action="store_true",
+        help="allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
+    )
     parser.add_argument("--no-mcp", action="store_true", help="do not start MCP servers")
     parser.add_argument("--no-sub-agents", action="store_true", help="no delegate/decompose")
     parser.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
@@ -50,6 +55,7 @@ def load_config(args: argparse.Namespace):
     overrides = {
         "workspace": args.workspace,
         "permission_mode": args.permission,
+        "allow_unsandboxed_auto": True if args.allow_unsandboxed_auto else None,
         "enable_mcp": False if args.no_mcp else None,
         "enable_sub_agents": False if args.no_sub_agents else None,
     }
@@ -81,9 +87,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def dispatch(args: argparse.Namespace, config) -> int:
+    refuse_unsandboxed_auto(args, config)
     if args.embedded or config.llm_url == "embedded":
         return with_embedded_model(args, config)
     return run_front_end(args, config)
+
+
+def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
+    """Auto mode with the process backend (the scheduler's tasks run in auto mode) runs every
+    command unisolated on the host: only when the user confirmed it."""
+    if args.list_sessions or args.submit is not None or args.scheduler_status:
+        return  # these run nothing
+    from agent_setup import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
+
+    if args.scheduler:
+        refusal = unsandboxed_auto_refusal(config, "auto", SCHEDULER_RUNS_AUTO)
+    else:
+        refusal = unsandboxed_auto_refusal(config, config.permission_mode)
+    if refusal:
+        raise CliError(refusal)
 
 
 def with_embedded_model(args: argparse.Namespace, config) -> int:

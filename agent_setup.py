@@ -29,6 +29,38 @@ COMPACT_TOOLS = (
     "report_result",
     "plan_complete_step",
 )
+SCHEDULER_RUNS_AUTO = "the scheduler (its tasks run in auto permission mode)"
+
+
+def unsandboxed_auto_refusal(
+    config: Config, mode: str, what: str = "auto permission mode"
+) -> str | None:
+    """Why `what` may not start: in auto mode with the process backend every command would run
+    unisolated on the host without anyone being asked. None when that is not so, or the user
+    confirmed it (ALLOW_UNSANDBOXED_AUTO / --allow-unsandboxed-auto)."""
+    if mode != "auto" or config.sandbox_backend != "process" or config.allow_unsandboxed_auto:
+        return None
+    return (
+        f"{what} with SANDBOX_BACKEND=process would run every command unisolated on the host "
+        "without asking; use a sandbox (SANDBOX_BACKEND=auto, with Docker or bubblewrap) or "
+        "another permission mode, or confirm it with --allow-unsandboxed-auto "
+        "(ALLOW_UNSANDBOXED_AUTO=true)"
+    )
+
+
+def unisolated_warning(config: Config) -> str | None:
+    """What every front end's banner and status say when commands run without a sandbox."""
+    if config.sandbox_backend != "process":
+        return None
+    if config.allow_unsandboxed_auto:
+        return (
+            "commands run unisolated on the host (SANDBOX_BACKEND=process), in auto mode "
+            "without asking (ALLOW_UNSANDBOXED_AUTO=true)"
+        )
+    return (
+        "commands run unisolated on the host (SANDBOX_BACKEND=process); auto mode is refused "
+        "unless confirmed with ALLOW_UNSANDBOXED_AUTO=true"
+    )
 
 
 class Runtime:
@@ -133,6 +165,9 @@ class Runtime:
             f"model {model} at {self.config.llm_url} · context {window}",
             f"sandbox {self.sandbox_description()}",
         ]
+        unisolated = unisolated_warning(self.config)
+        if unisolated:
+            lines.append(f"warning: {unisolated}")
         if self.vision_model:
             lines.append(f"vision via {self.vision_model}")
         if self.mcp is not None:

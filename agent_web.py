@@ -18,6 +18,7 @@ from flask import Flask, Response, jsonify, render_template, request, send_file
 
 from agent_core import VERSION, Config, ConfigError, Workspace
 from agent_sessions import SessionStore
+from agent_setup import SCHEDULER_RUNS_AUTO, unisolated_warning, unsandboxed_auto_refusal
 from web_auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, new_pin
 from web_events import EventHub, stream
 from web_files import FileProblem, describe_file, list_directory, raw_file, save_upload
@@ -153,7 +154,8 @@ def _install_pages(app: Flask, state: WebState) -> None:
     def index():
         if not guard.session_valid(request.cookies.get(COOKIE)):
             return render_template("login.html", version=VERSION)
-        return render_template("index.html", version=VERSION)
+        warning = unisolated_warning(state.config)
+        return render_template("index.html", version=VERSION, sandbox_warning=warning)
 
     @app.post("/api/login")
     def login():
@@ -239,6 +241,9 @@ def _install_run_routes(app: Flask, runs: RunManager) -> None:
     def mode():
         if request.method == "POST":
             body = request.get_json(silent=True) or {}
+            refusal = unsandboxed_auto_refusal(runs.config, str(body.get("mode")))
+            if refusal:
+                return _error(refusal, 400)
             try:
                 runs.set_mode(str(body.get("mode")))
             except ValueError as exc:
@@ -248,6 +253,7 @@ def _install_run_routes(app: Flask, runs: RunManager) -> None:
     @app.get("/api/status")
     def status():
         info = {"version": VERSION, **runs.status()}
+        info["sandbox_warning"] = unisolated_warning(runs.config)
         if request.args.get("detail") == "1":
             info["details"] = runs.details()
         return jsonify(info)
@@ -351,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="port (AGENT_PORT, default 7860)")
     parser.add_argument("--workspace", help="the directory the agent works in")
     parser.add_argument("--permission", choices=("auto", "normal", "manual"))
+    parser.add_argument(
+        "--allow-unsandboxed-auto",
+        action="store_true",
+        help="allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
+    )
     return parser
 
 
@@ -360,12 +371,17 @@ def main(argv: list[str] | None = None) -> int:
         "agent_host": args.host,
         "agent_port": args.port,
         "permission_mode": args.permission,
+        "allow_unsandboxed_auto": True if args.allow_unsandboxed_auto else None,
         "workspace": Path(args.workspace).expanduser().resolve() if args.workspace else None,
     }
     try:
         config = Config.load(overrides=overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    refusal = unsandboxed_auto_refusal(config, config.permission_mode)
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
         return 1
     Workspace(config.workspace).ensure()
     limit_malloc_arenas()
@@ -401,6 +417,10 @@ def _host_scheduler(config: Config, runtime, app: Flask):
     import agent_scheduler
 
     runs = app.extensions["lmagent"].runs
+    refusal = unsandboxed_auto_refusal(config, "auto", SCHEDULER_RUNS_AUTO)
+    if refusal:
+        print(f"scheduler: not started here: {refusal}", flush=True)
+        return None
     try:
         return agent_scheduler.start_background(
             config, runtime=runtime, busy=lambda: runs.active is not None

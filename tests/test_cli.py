@@ -42,6 +42,7 @@ def cli_env(workspace: Path, llm=None, **extra: str) -> dict:
         LLM_RETRIES="1",
         ENABLE_MCP="false",
         SANDBOX_BACKEND="process",
+        ALLOW_UNSANDBOXED_AUTO="true",  # the tests' commands are their own
         PYTHONUNBUFFERED="1",
     )
     env.update(extra)
