@@ -2,6 +2,23 @@
 
 Registry mechanics live in tool_registry.py, file handlers in file_tools.py; this module holds
 the remaining handlers and assembles what an agent is offered.
+
+The git tools never run a program the repository names (a repository is data: a cloned or
+downloaded one may carry a `.git/config` that runs commands), so git_status and git_diff stay
+read-only and need no permission. The settings are neutralised rather than asked about, on
+every call, in git's command scope, which beats every configuration file:
+- fixed settings (`GIT_NEUTRAL_CONFIG`): fsmonitor, hooks (core.hooksPath below /dev/null),
+  editors, askpass, ssh, credential helpers, signing, automatic gc, transports (a partial
+  clone's lazy fetch), submodule recursion; `--no-pager` covers core.pager and pager.<cmd>;
+- settings whose names the repository chooses are found first, with includes followed, by
+  `git config --get-regexp` run the same way: each filter driver is emptied (git then filters
+  nothing), each configured hook disabled, each named protocol forbidden; a name that cannot be
+  written back (not UTF-8) or a listing too long to check refuses the call;
+- diff drivers and diff.external: git_diff passes `--no-ext-diff --no-textconv`; no tool
+  merges, so merge drivers never run; aliases cannot replace the built-in commands used here;
+- submodules have configuration of their own, which is not checked, so nothing looks inside
+  them: status and diff pass `--ignore-submodules=dirty`, and git_commit refuses when nothing
+  is staged (git's "nothing to commit" report would look).
 """
 
 from __future__ import annotations
@@ -254,9 +271,88 @@ def tool_shell(
     return run_in_sandbox(ctx, command, timeout, max_memory_mb)
 
 
+# Every git tool call runs with these settings in git's command scope, which no repository,
+# include or global file can override. Each names a program git could run, or a way to one.
+GIT_NEUTRAL_CONFIG = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),  # nothing can exist below /dev/null: no hook file runs
+    ("core.editor", ":"),  # ":" tells git not to start an editor
+    ("sequence.editor", ":"),
+    ("core.askPass", ""),
+    ("core.sshCommand", "false"),
+    ("credential.helper", ""),  # an empty value empties the list of helpers
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gc.auto", "0"),  # no automatic gc after a commit (gc.recentObjectsHook, pre-auto-gc)
+    ("maintenance.auto", "false"),
+    ("protocol.allow", "never"),  # a partial clone fetches missing objects through a transport
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("diff.submodule", "short"),
+    ("safe.bareRepository", "explicit"),
+)
+GIT_NEUTRAL_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_NO_LAZY_FETCH": "1",
+    "GIT_PROTOCOL_FROM_USER": "0",
+}
+# Settings whose middle part the repository names (`filter.<driver>.clean`): every name found in
+# the effective configuration (includes followed) gets all of its section's values here.
+GIT_NAMED_OVERRIDES = {
+    "filter": {"clean": "", "smudge": "", "process": "", "required": "false"},  # "" = no filter
+    "hook": {"enabled": "false"},  # hooks configured as hook.<name>.command (git 2.54+)
+    "protocol": {"allow": "never"},
+}
+
+
 def _git(ctx: ToolContext, *args: str, timeout: float = 60) -> dict:
-    command = "git " + " ".join(shlex.quote(a) for a in args)
+    """Run one git command in the sandbox with every executable setting neutralised."""
+    command = _git_command(args, _named_overrides(ctx))
     return run_in_sandbox(ctx, command, timeout)
+
+
+def _git_command(args: tuple[str, ...], named: list[tuple[str, str]]) -> str:
+    """The sh command line: the settings as GIT_CONFIG_KEY_n/VALUE_n (any name fits), git."""
+    settings = [*GIT_NEUTRAL_CONFIG, *named]
+    env = {**GIT_NEUTRAL_ENV, "GIT_CONFIG_COUNT": str(len(settings))}
+    for i, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    words = [f"{name}={shlex.quote(value)}" for name, value in env.items()]
+    return " ".join([*words, "git", "--no-pager", *map(shlex.quote, args)])
+
+
+def _named_overrides(ctx: ToolContext) -> list[tuple[str, str]]:
+    """Overrides for every filter driver, configured hook and protocol the configuration names."""
+    pattern = "^(" + "|".join(GIT_NAMED_OVERRIDES) + r")\."  # no ".": it skips invalid UTF-8
+    listing = ("config", "--name-only", "-z", "--get-regexp", pattern)
+    found = run_in_sandbox(ctx, _git_command(listing, []), timeout=30)
+    if found["exit_code"] not in (0, 1):  # 1: nothing matched
+        detail = found["output"].strip() or found["error"]
+        raise ToolError(f"cannot read the git configuration: {detail}")
+    if found.get("truncated_bytes"):
+        raise ToolError(
+            "the git configuration names too many filters, hooks and protocols to check; "
+            "look at it with the shell tool"
+        )
+    overrides = {}
+    for key in filter(None, found["output"].split("\0")):
+        section, _, rest = key.partition(".")
+        name, dot, _ = rest.rpartition(".")
+        if section not in GIT_NAMED_OVERRIDES or not dot:
+            continue
+        if "\ufffd" in name:
+            raise ToolError(
+                f"the git configuration names a {section} that is not valid UTF-8 ({key!r}), "
+                "so git tools cannot switch it off; look at it with the shell tool"
+            )
+        for setting, value in GIT_NAMED_OVERRIDES[section].items():
+            overrides[f"{section}.{name}.{setting}"] = value
+    return list(overrides.items())
 
 
 def _git_paths(ctx: ToolContext, paths: list[str]) -> list[str]:
@@ -265,7 +361,7 @@ def _git_paths(ctx: ToolContext, paths: list[str]) -> list[str]:
 
 def tool_git_status(ctx: ToolContext) -> dict:
     """Show the git status of the workspace repository."""
-    return _git(ctx, "status", "--short", "--branch")
+    return _git(ctx, "status", "--short", "--branch", "--ignore-submodules=dirty")
 
 
 def tool_git_diff(
@@ -274,7 +370,8 @@ def tool_git_diff(
     staged: A[bool, "show staged changes instead of unstaged ones"] = False,
 ) -> dict:
     """Show changes in the workspace repository."""
-    args = ["diff", "--no-color"] + (["--staged"] if staged else [])
+    args = ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=dirty"]
+    args += ["--staged"] if staged else []
     if path:
         args += ["--", *_git_paths(ctx, [path])]
     return _git(ctx, *args)
@@ -295,8 +392,11 @@ def tool_git_commit(
     """Commit the staged changes."""
     if not message.strip():
         raise ArgumentError("message must not be empty")
-    args = ["commit", "-m", message] + (["--allow-empty"] if allow_empty else [])
-    return _git(ctx, *args)
+    if allow_empty:
+        return _git(ctx, "commit", "--allow-empty", "-m", message)
+    if _git(ctx, "diff", "--staged", "--quiet")["exit_code"] == 0:  # no submodule report
+        raise ToolError("nothing is staged to commit: stage changes with git_add first")
+    return _git(ctx, "commit", "-m", message)
 
 
 def tool_git_branch(
