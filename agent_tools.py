@@ -12,8 +12,8 @@ every call, in git's command scope, which beats every configuration file:
   clone's lazy fetch), submodule recursion; `--no-pager` covers core.pager and pager.<cmd>;
 - settings whose names the repository chooses are found first, with includes followed, by
   `git config --get-regexp` run the same way: each filter driver is emptied (git then filters
-  nothing), each configured hook disabled, each named protocol forbidden; a name that cannot be
-  written back (not UTF-8) or a listing too long to check refuses the call;
+  nothing), each configured hook disabled, each named protocol forbidden; a name that `-c`
+  cannot express (not UTF-8, or with "=") or a listing too long to check refuses the call;
 - diff drivers and diff.external: git_diff passes `--no-ext-diff --no-textconv`; no tool
   merges, so merge drivers never run; aliases cannot replace the built-in commands used here;
 - submodules have configuration of their own, which is not checked, so nothing looks inside
@@ -274,7 +274,7 @@ def tool_shell(
 # Every git tool call runs with these settings in git's command scope, which no repository,
 # include or global file can override. Each names a program git could run, or a way to one.
 GIT_NEUTRAL_CONFIG = (
-    ("core.fsmonitor", "false"),
+    ("core.fsmonitor", ""),  # off both where it is a boolean (2.36+) and where a hook path
     ("core.hooksPath", "/dev/null"),  # nothing can exist below /dev/null: no hook file runs
     ("core.editor", ":"),  # ":" tells git not to start an editor
     ("sequence.editor", ":"),
@@ -317,13 +317,11 @@ def _git(ctx: ToolContext, *args: str, timeout: float = 60) -> dict:
 
 
 def _git_command(args: tuple[str, ...], named: list[tuple[str, str]]) -> str:
-    """The sh command line: the settings as GIT_CONFIG_KEY_n/VALUE_n (any name fits), git."""
-    settings = [*GIT_NEUTRAL_CONFIG, *named]
-    env = {**GIT_NEUTRAL_ENV, "GIT_CONFIG_COUNT": str(len(settings))}
-    for i, (key, value) in enumerate(settings):
-        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
-    words = [f"{name}={shlex.quote(value)}" for name, value in env.items()]
-    return " ".join([*words, "git", "--no-pager", *map(shlex.quote, args)])
+    """The sh command line: the environment, git, and every setting as `-c key=value`."""
+    words = [f"{name}={value}" for name, value in GIT_NEUTRAL_ENV.items()] + ["git", "--no-pager"]
+    for key, value in [*GIT_NEUTRAL_CONFIG, *named]:
+        words += ["-c", shlex.quote(f"{key}={value}")]
+    return " ".join([*words, *map(shlex.quote, args)])
 
 
 def _named_overrides(ctx: ToolContext) -> list[tuple[str, str]]:
@@ -345,10 +343,10 @@ def _named_overrides(ctx: ToolContext) -> list[tuple[str, str]]:
         name, dot, _ = rest.rpartition(".")
         if section not in GIT_NAMED_OVERRIDES or not dot:
             continue
-        if "\ufffd" in name:
+        if "\ufffd" in name or "=" in name:  # `-c` cannot name it
             raise ToolError(
-                f"the git configuration names a {section} that is not valid UTF-8 ({key!r}), "
-                "so git tools cannot switch it off; look at it with the shell tool"
+                f"the git configuration names a {section} that git tools cannot switch off "
+                f"({key!r}: not UTF-8, or with '='); look at it with the shell tool"
             )
         for setting, value in GIT_NAMED_OVERRIDES[section].items():
             overrides[f"{section}.{name}.{setting}"] = value

@@ -208,14 +208,15 @@ def repo(shell_env, workspace):  # noqa: F811
     return shell_env
 
 
-def test_a_filter_name_that_is_not_utf8_is_refused(repo, workspace):
+@pytest.mark.parametrize("name", [b"\xff", b"a=b"], ids=["not-utf8", "with-equals"])
+def test_a_filter_name_that_cannot_be_overridden_is_refused(repo, workspace, name):
     plant_script(workspace, "clean")
     with (workspace / ".git" / "config").open("ab") as f:
-        f.write(f'[filter "\xff"]\n\tclean = {workspace}/.git/pwn/clean\n'.encode("latin-1"))
-    (workspace / ".gitattributes").write_bytes(b"* filter=\xff\n")
+        f.write(b'[filter "%s"]\n\tclean = %s/.git/pwn/clean\n' % (name, bytes(workspace)))
+    (workspace / ".gitattributes").write_bytes(b"* filter=%s\n" % name)
     (workspace / "a.txt").write_text("one\n")
     refused = run(repo, "git_add", paths=["a.txt"])
-    assert refused["success"] is False and "not valid UTF-8" in refused["error"]
+    assert refused["success"] is False and "cannot switch off" in refused["error"]
     assert markers(workspace) == []
 
 
