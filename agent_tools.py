@@ -19,6 +19,8 @@ every call, in git's command scope, which beats every configuration file:
 - submodules have configuration of their own, which is not checked, so nothing looks inside
   them: status and diff pass `--ignore-submodules=dirty`, and git_commit refuses when nothing
   is staged (git's "nothing to commit" report would look).
+The listing and the command are two sandbox runs: only a process already running in the
+sandbox (code the user allowed) could change the configuration between them.
 """
 
 from __future__ import annotations
