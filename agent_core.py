@@ -246,6 +246,12 @@ class Config:
     agent_port: int = _setting("AGENT_PORT", _parse_number(int, 1, 65535), "7860", "web UI port")
     agent_token: str = _setting("AGENT_TOKEN", _parse_str, "", "web UI PIN (blank = random)")
     enable_mcp: bool = _setting("ENABLE_MCP", _parse_bool, "true", "start MCP servers")
+    mcp_start_timeout: float = _setting(
+        "MCP_START_TIMEOUT",
+        _parse_number(float, 1, 600),
+        "30",
+        "seconds all MCP servers together have to start (one still starting is stopped)",
+    )
     llm_max_tokens: int = _setting(
         "LLM_MAX_TOKENS", _parse_number(int, 0), "0", "cap on tokens per reply (0 = server default)"
     )

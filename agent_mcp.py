@@ -1,17 +1,25 @@
 """MCP servers as tools, through the official `mcp` SDK.
 
 Servers come from `<workspace>/.lmagent/mcp.json` (`{"mcpServers": {name: {command, args, env}}}`
-for stdio, `{url}` for streamable HTTP). Each is started once per process on a private asyncio
-loop thread and reused by every run. A server that fails to start, crashes or hangs is reported
-once and its tools are left out; the agent keeps working. Calls are never retried (they may have
-had side effects).
+for stdio, `{url}` for streamable HTTP). They are started together, once per process, on a
+private asyncio loop thread and reused by every run. A server that fails to start, crashes or
+hangs is reported once and its tools are left out; the agent keeps working. Calls are never
+retried (they may have had side effects).
+
+Start-up is bounded in all (MCP_START_TIMEOUT, 30 s by default): a server that has not listed
+its tools by then is stopped and reported failed. Every process a stdio server starts carries a
+mark in its environment, so `close()` can make sure none of them outlives the agent: the SDK
+stops each server (stdin closed, then its process group terminated and killed), then anything
+left with the mark is killed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
+import math
 import re
 import secrets
 import threading
@@ -23,8 +31,9 @@ from pathlib import Path
 from agent_core import atomic_write, read_json
 from tool_registry import Tool, ToolContext, ToolError
 
-START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0  # seconds close() gives the servers to stop before killing what is left
 CALL_TIMEOUT = 60.0
+OWNER_VARIABLE = "LMAGENT_MCP_OWNER"  # in the environment of every stdio server process
 
 
 @dataclass
@@ -35,8 +44,26 @@ class ServerState:
     error: str = ""
     tools: list = field(default_factory=list)  # mcp Tool definitions
     client: object = None
-    closer: asyncio.Event | None = None
-    task: asyncio.Future | None = None
+    scope: object = None  # the anyio CancelScope of the connection: cancelling it stops the server
+    stopping: bool = False  # close() was called (read and written on the loop thread only)
+    settled: threading.Event = field(default_factory=threading.Event)  # no longer "starting"
+    ended: threading.Event = field(default_factory=threading.Event)  # connection and process gone
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def settle(self, status: str, error: str = "") -> bool:
+        """Leave "starting" for `status` (ready or failed); False when it already had."""
+        with self.lock:
+            if self.status != "starting":
+                return False
+            self.status, self.error = status, error
+        self.settled.set()
+        return True
+
+    def stop(self) -> None:
+        """Cancel the connection (on the loop thread): the SDK stops the server process."""
+        self.stopping = True
+        if self.scope is not None:
+            self.scope.cancel()
 
     def describe(self) -> str:
         if self.status == "ready":
@@ -80,79 +107,87 @@ class MCPManager:
         self.call_timeout = call_timeout
         specs, self.config_problem = load_specs(self.workspace)
         self.servers = {name: ServerState(name, spec) for name, spec in specs.items()}
+        self._mark = secrets.token_hex(8)  # OWNER_VARIABLE's value in this manager's servers
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, timeout: float = START_TIMEOUT) -> None:
+    def start(self, timeout: float) -> None:
+        """Start every server at once; after `timeout` s at most, each is ready or failed (one
+        that hung is stopped)."""
         if not self.servers:
             return
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
         self._thread.start()
-        waits = {}
+        deadline = time.monotonic() + timeout  # asyncio's clock: loop.time() is monotonic
+        late = f"did not start within {timeout:g} s; stopped"
         for state in self.servers.values():
             state.status = "starting"
-            ready = threading.Event()
-            waits[state.name] = ready
-            state.task = asyncio.run_coroutine_threadsafe(self._serve(state, ready), self._loop)
-        for name, ready in waits.items():
-            if not ready.wait(timeout):
-                state = self.servers[name]
-                state.status, state.error = "failed", f"did not start within {timeout:.0f} s"
-                self._loop.call_soon_threadsafe(state.task.cancel)
-
-    async def _serve(self, state: ServerState, ready: threading.Event) -> None:
-        """Own one server connection for its whole life (anyio scopes stay in one task)."""
-        from mcp import Client
-        from mcp.client.stdio import StdioServerParameters
-
-        spec = state.spec
-        target = (
-            spec["url"]
-            if spec.get("url")
-            else StdioServerParameters(
-                command=spec["command"],
-                args=[str(a) for a in spec.get("args", [])],
-                env={str(k): str(v) for k, v in (spec.get("env") or {}).items()} or None,
-                cwd=str(self.workspace),
-            )
-        )
-        state.closer = asyncio.Event()
+            asyncio.run_coroutine_threadsafe(self._serve(state, deadline, late), self._loop)
         try:
-            async with Client(target) as client:
-                listing = await client.list_tools()
-                state.client, state.tools, state.status = client, list(listing.tools), "ready"
-                ready.set()
-                await state.closer.wait()
-        except asyncio.CancelledError:
-            pass
-        except BaseException as exc:  # the SDK raises exception groups from its task groups
-            if state.status == "ready":
-                state.status = "crashed"
-            else:
-                state.status = "failed"
-            state.error = _describe_exception(exc)
+            for state in self.servers.values():
+                state.settled.wait(max(0.0, deadline - time.monotonic()))
+        except BaseException:  # Ctrl+C while waiting: leave nothing running
+            self.close()
+            raise
+        for state in self.servers.values():
+            state.settle("failed", late)
+
+    async def _serve(self, state: ServerState, deadline: float, late: str) -> None:
+        """Own one server connection for its whole life (anyio scopes stay in one task). Its
+        scope ends it: at `deadline` unless it is ready by then, or when close() cancels it."""
+        import anyio
+        from mcp import Client
+
+        try:
+            with anyio.CancelScope(deadline=deadline) as state.scope:
+                if state.stopping:
+                    state.scope.cancel()
+                async with Client(self._target(state.spec)) as client:
+                    listing = await client.list_tools()
+                    state.scope.deadline = math.inf
+                    state.client, state.tools = client, list(listing.tools)
+                    if state.settle("ready"):
+                        await anyio.sleep_forever()
+            if state.scope.cancelled_caught:
+                state.settle("failed", late)
+        except Exception as exc:  # the SDK raises exception groups from its task groups
+            if not state.settle("failed", _describe_exception(exc)) and state.status == "ready":
+                state.status, state.error = "crashed", _describe_exception(exc)
         finally:
             state.client = None
-            ready.set()
+            state.ended.set()
+
+    def _target(self, spec: dict):
+        """What the SDK connects to: a URL, or a command whose processes carry our mark."""
+        if spec.get("url"):
+            return spec["url"]
+        from mcp.client.stdio import StdioServerParameters
+
+        env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+        return StdioServerParameters(
+            command=spec["command"],
+            args=[str(a) for a in spec.get("args", [])],
+            env={**env, OWNER_VARIABLE: self._mark},
+            cwd=str(self.workspace),
+        )
 
     def close(self) -> None:
+        """Stop every server, wait for them (STOP_TIMEOUT s at most in all), then kill any
+        process of theirs still running (a server's children, a server that would not stop)."""
         if self._loop is None:
             return
         for state in self.servers.values():
-            if state.closer is not None:
-                self._loop.call_soon_threadsafe(state.closer.set)
+            self._loop.call_soon_threadsafe(state.stop)
+        deadline = time.monotonic() + STOP_TIMEOUT
         for state in self.servers.values():
-            if state.task is not None:
-                try:
-                    state.task.result(timeout=5)
-                except Exception:
-                    pass
+            state.ended.wait(max(0.0, deadline - time.monotonic()))
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         self._loop = None
+        kill_marked_processes(self._mark)
 
     # ------------------------------------------------------------------ tools
 
@@ -261,6 +296,19 @@ def save_image(workspace: Path, mime_type: str, data: str) -> dict:
     atomic_write(path, raw)
     relative = path.relative_to(workspace).as_posix()
     return {"mime_type": mime_type, "bytes": len(raw), "path": relative}
+
+
+def kill_marked_processes(mark: str) -> None:
+    """Kill every process whose environment has OWNER_VARIABLE=mark, and wait for them."""
+    import psutil
+
+    marked = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get(OWNER_VARIABLE) == mark:
+                process.kill()
+                marked.append(process)
+    psutil.wait_procs(marked, timeout=5)
 
 
 def _describe_exception(exc: BaseException) -> str:

@@ -83,7 +83,7 @@ class Runtime:
     def start(self) -> Runtime:
         """Start MCP servers (once per process) and check the context window."""
         if self.mcp is not None:
-            self.mcp.start()
+            self.mcp.start(self.config.mcp_start_timeout)
             self.services.extra_tools.extend(self.mcp.tools())
         self._check_context()
         return self

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import free_port, make_config, tool_context
 from scripted_llm import text, tool_call
+from test_cli import Running, cli_env
 
 from agent_core import PermissionGate
 from agent_llm import run_agent
@@ -210,3 +214,100 @@ def test_an_unreachable_url_server_is_reported_failed_not_hung(workspace):
         assert mgr.tools() == []
     finally:
         mgr.close()
+
+
+# --------------------------------------------------------------------------- hung servers
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(3600)"]
+HUNG = f"""
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # hung for good: only SIGKILL ends it
+subprocess.Popen({SLEEPER!r} + sys.argv[1:])  # a child of its own
+time.sleep(3600)  # never reads stdin, never answers
+"""
+WITH_A_CHILD = f"""
+import runpy, subprocess, sys
+subprocess.Popen({SLEEPER!r} + sys.argv[1:2])  # left running when the server exits
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def hung_and_good_servers(mark: str) -> dict:
+    """Two servers that never answer and one demo server; every process started for them
+    (servers and their children) has `mark` on its command line."""
+    hung = {"command": sys.executable, "args": ["-c", HUNG, mark]}
+    good = {"command": sys.executable, "args": ["-c", WITH_A_CHILD, mark, str(DEMO)]}
+    return {"hung_a": hung, "hung_b": hung, "good": good}
+
+
+def marked(mark: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if mark in (process.info["cmdline"] or ()) and process.status() != psutil.STATUS_ZOMBIE:
+            found.append(process)
+    return found
+
+
+@pytest.fixture
+def mark():
+    """A unique mark for the processes of one test; any left at its end are killed."""
+    value = f"lmagent-test-{secrets.token_hex(6)}"
+    yield value
+    for process in marked(value):
+        process.kill()
+
+
+def test_hung_servers_fail_within_one_bound_together_and_leave_no_process(workspace, mark):
+    write_mcp_json(workspace, hung_and_good_servers(mark))
+    mgr = MCPManager(workspace)
+    started = time.monotonic()
+    mgr.start(timeout=3)
+    took = time.monotonic() - started
+    try:
+        assert 3 <= took < 4.5  # one bound for all of them, not 3 s per hung server
+        hung_a, hung_b, good = mgr.status_lines()
+        assert hung_a == "hung_a: failed — did not start within 3 s; stopped"
+        assert hung_b == "hung_b: failed — did not start within 3 s; stopped"
+        assert good.startswith("good: ready (echo, add")
+        assert {t.name for t in mgr.tools()} >= {"mcp_good_echo", "mcp_good_add"}
+        assert [p for p in marked(mark) if str(DEMO) in p.cmdline()]  # the good one runs
+    finally:
+        mgr.close()
+    assert marked(mark) == []  # servers, hung or not, and their children
+
+
+def test_close_during_start_up_stops_every_server(workspace, mark):
+    write_mcp_json(workspace, hung_and_good_servers(mark))
+    mgr = MCPManager(workspace)
+    starting = threading.Thread(target=mgr.start, args=(30,))
+    starting.start()
+    deadline = time.monotonic() + 15
+    while len(marked(mark)) < 6 and time.monotonic() < deadline:  # 3 servers, 3 children
+        time.sleep(0.05)
+    mgr.close()
+    starting.join(timeout=15)
+    assert not starting.is_alive()
+    assert marked(mark) == []
+
+
+def test_the_agent_starts_past_hung_servers_and_leaves_none_behind(workspace, mark):
+    bound = 5
+    write_mcp_json(workspace, hung_and_good_servers(mark))
+    env = cli_env(workspace, ENABLE_MCP="true", MCP_START_TIMEOUT=str(bound))
+    started = time.monotonic()
+    agent = Running(workspace, None, env=env)  # the REPL
+    try:
+        agent.wait_for("Type a task", timeout=4 * bound)
+        assert time.monotonic() - started < 2 * bound  # not one bound per hung server
+        banner = "".join(agent.seen)
+        for name in ("hung_a", "hung_b"):
+            assert f"MCP {name} (runs on the host: " in banner
+        assert banner.count(f"— failed: did not start within {bound} s; stopped") == 2
+        assert "MCP good (runs on the host: " in banner and "— ready" in banner
+        agent.send("quit")
+        code, stderr = agent.finish(timeout=30)
+    finally:
+        agent.kill()
+    assert code == 0, stderr
+    assert marked(mark) == []
