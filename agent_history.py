@@ -87,7 +87,7 @@ def _decoded(arguments: object) -> object:
     if isinstance(arguments, str):
         try:
             return json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return arguments
     return arguments
 

@@ -98,6 +98,19 @@ def test_arguments_nested_100000_deep_are_bad_arguments_and_the_run_goes_on(conf
     assert any(TOO_DEEP in str(message.get("content")) for message in history)
 
 
+def test_a_session_cut_off_during_a_call_with_such_arguments_resumes(config, llm):
+    session = SessionStore(config.workspace).create("read it")
+    session.append({"role": "user", "content": "read it"})
+    deep_call = {"id": "c1", "type": "function", "function": {"name": "read", "arguments": DEEP}}
+    session.append({"role": "assistant", "content": "", "tool_calls": [deep_call]})
+    llm.add(text("I will check, then read again.\nTASK_COMPLETE"))
+    result = run_agent(config, "go on", session_id=session.id)
+    llm.assert_all_used()
+    assert result.status == "completed"
+    told = json.loads(llm.requests[0]["messages"][3]["content"])  # the cut-off call's result
+    assert told["success"] is False and "cut off" in told["error"]
+
+
 def takes_data(ctx, data: dict) -> dict:
     """Accept any object."""
     return {"levels": data}
