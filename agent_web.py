@@ -393,9 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     app = create_app(config, {"PIN": pin, "ALLOWED_HOSTS": addresses.allowed}, runtime=runtime)
     try:
         server = WebServer(app, config.agent_host, config.agent_port)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a host name that does not resolve
         runtime.close()
-        print(f"error: cannot listen on port {config.agent_port}: {exc}", file=sys.stderr)
+        where = f"{config.agent_host}:{config.agent_port}"
+        print(f"error: cannot listen on {where}: {exc}; check AGENT_HOST", file=sys.stderr)
         return 1
     scheduler = _host_scheduler(config, runtime, app)
     _print_banner(config, addresses, server.port, pin, runtime.banner_lines())

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import free_port
 from scripted_llm import text, tool_call
 from test_cli import ROOT, cli, cli_env
 
@@ -55,6 +56,20 @@ def test_the_web_ui_refuses_a_bad_agent_host_in_one_line(workspace):
     assert done.returncode == 1
     assert done.stderr.startswith("error: AGENT_HOST='0.0.0.0:7860' is not valid; allowed: an IP")
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_web_ui_says_in_one_line_when_agent_host_does_not_resolve(workspace):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "agent_web.py")],
+        cwd=workspace,
+        env=cli_env(workspace, AGENT_HOST="nonexistent.invalid", AGENT_PORT=str(free_port())),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "error: cannot listen on nonexistent.invalid" in done.stderr
+    assert "check AGENT_HOST" in done.stderr and "Traceback" not in done.stderr
 
 
 # --------------------------------------------------------------------------- nested arguments
