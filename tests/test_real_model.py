@@ -25,6 +25,7 @@ from test_cli import cli_env
 
 from agent_cli import EXIT_CODES
 from agent_core import PathError, Workspace
+from agent_history import result_messages
 from agent_llm import run_agent
 from agent_sessions import SessionStore
 from agent_setup import Runtime
@@ -232,6 +233,9 @@ def test_text_tool_call_from_a_template_without_tools_is_executed(workspace, xll
     for path in ("a.txt", "b.py"):
         session.append({"role": "user", "content": f"Read the file {path}"})
         session.append({"role": "assistant", "content": TEXT_CALL % path})
+        call = {"name": "read", "arguments": {"path": path}}
+        done = {"success": True, "path": path, "content": "example\n"}
+        session.extend(result_messages([call], [done], native=False))  # as a run records it
     events: list[dict] = []
     with Relay(xllama) as relay:
         config = real_config(workspace, relay, max_iterations=2)
