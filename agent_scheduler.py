@@ -110,7 +110,7 @@ def status(config: Config, recent: int = 10) -> dict:
         "daemon_pid": DaemonLock(paths.lock).holder(),
         "queued": len(queued),
         "scheduled": later,
-        "processing": [n for n in names(paths.processing) if not n.endswith(".session")],
+        "processing": paths.claimed(),
         "done": len(names(paths.done)),
         "failed": len([n for n in names(paths.failed) if not n.endswith(".reason")]),
         "waiting": WaitingIndex(config.workspace).load(),

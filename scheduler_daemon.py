@@ -255,10 +255,17 @@ class Scheduler:
 
         if job.wake and not self._still_waiting(job):
             return Outcome("skipped", job.session_id, error="the session is no longer waiting")
+        session = None
+        if not job.session_id:  # named beside the task first: after a crash it is resumed
+            reserved = self.queue.reserve_session(job)
+            session = self.sessions.create(
+                job.task, source="scheduler", mode=job.mode, session_id=reserved
+            )
         result = run_agent(
             self.config,
             job.task,
             session_id=job.session_id,
+            session=session,
             sink=self._sink(job),
             gate=PermissionGate(job.mode),
             stop=token,
@@ -269,15 +276,11 @@ class Scheduler:
         return Outcome(result.status, result.session_id, result.tokens, result.iterations, error)
 
     def _sink(self, job: Job) -> Sink:
-        """Marks which session the task runs in, then passes events to the front end's sink."""
-        marker = self.paths.marker(job.name)
+        """Notes which session the task runs in, then passes events to the front end's sink."""
         front_end = self.sink_factory(job) if self.sink_factory else None
 
         def sink(event: dict) -> None:
             if event.get("type") == "session" and "agent_id" not in event:
-                # from here on: resume, not redo. Not fsynced: it must survive the daemon's
-                # death, not the machine's (after a power cut the task is merely redone)
-                atomic_write(marker, event["session_id"], durable=False)
                 with self._mutex:
                     self.sessions_busy.add(event["session_id"])
             if front_end is not None:
@@ -296,32 +299,32 @@ class Scheduler:
             return False
 
     def settle(self, job: Job, outcome: Outcome, started: float) -> None:
-        """Move the task file where it belongs and record the outcome (the run itself has
+        """Record the outcome and move the task file where it belongs (the run itself has
         already indexed a wait it ended with)."""
         if outcome.status == STATUS_INTERRUPTED and self.stop.stopped:
-            self.queue.requeue(job, outcome.session_id, crashed=False)
             where = "requeued"
         elif outcome.status in (STATUS_ERROR, "failed"):
-            self.queue.finish(job, failed=True, reason=outcome.error)
             where = "failed"
         else:
-            self.queue.finish(job)
             where = "done"
+        record = {
+            "task_file": job.name,
+            "task": job.summary(),
+            "session_id": outcome.session_id,
+            "status": outcome.status,
+            "outcome": where,
+            "started": datetime.fromtimestamp(started, timezone.utc).isoformat(),
+            "duration_s": round(time.time() - started, 3),
+            "tokens": outcome.tokens,
+            "iterations": outcome.iterations,
+            "error": outcome.error,
+            "attempt": job.attempt,
+        }
+        if where == "requeued":
+            self.history.append(record)
+            self.queue.requeue(job, outcome.session_id, crashed=False)
+        else:
+            self.queue.complete(job, record)
         if job.wake:
             self.woken.pop(job.session_id, None)
-        self.history.append(
-            {
-                "task_file": job.name,
-                "task": job.summary(),
-                "session_id": outcome.session_id,
-                "status": outcome.status,
-                "outcome": where,
-                "started": datetime.fromtimestamp(started, timezone.utc).isoformat(),
-                "duration_s": round(time.time() - started, 3),
-                "tokens": outcome.tokens,
-                "iterations": outcome.iterations,
-                "error": outcome.error,
-                "attempt": job.attempt,
-            }
-        )
         self.log(f"scheduler: {outcome.status} {job.name} (session {outcome.session_id})")

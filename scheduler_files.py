@@ -4,7 +4,10 @@ the daemon's lock, and the run history.
 Layout under `<workspace>/.lmagent/`:
   inbox/<ns>-<pid>-<random>.task|.json   submitted work, written atomically (dot files: temporary)
   scheduler/processing/<name>            claimed by the daemon (an atomic rename out of the inbox)
-  scheduler/processing/<name>.session    the session the claimed task runs in, once it has one
+  scheduler/processing/<name>.session    the session the claimed task runs in (written before
+                                         that session is made, so a restart resumes, not redoes)
+  scheduler/processing/<name>.outcome    the outcome of a finished task, until it is recorded in
+                                         the history and the task file is moved on
   scheduler/done/, scheduler/failed/     finished tasks; a failed one has `<name>.reason` beside it
   scheduler/history.jsonl                one fsynced line per outcome
   scheduler/waiting.json                 index of waiting sessions (waiting_index.py)
@@ -24,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from agent_core import Config, Workspace, atomic_write, try_lock, unlock, utc_now
+from agent_sessions import is_session_id
 from waiting_index import parse_time
 
 MODES = ("auto", "normal", "manual")
@@ -101,6 +105,8 @@ def job_from_dict(name: str, data: dict) -> Job:
     task = (task or "").strip() or None
     if not task and not session_id:
         raise Malformed("nothing to do: give 'task' (text) and/or 'session_id' (to continue)")
+    if session_id is not None and not is_session_id(session_id):
+        raise Malformed(f"'session_id' {session_id!r} is not a session id (see --list-sessions)")
     mode = data.get("mode") or data.get("permission") or "auto"
     if mode not in MODES:
         raise Malformed(f"'mode' must be one of {', '.join(MODES)}")
@@ -180,6 +186,14 @@ class Paths:
         """Beside a claimed task: the id of the session it runs in."""
         return self.processing / f"{name}.session"
 
+    def outcome(self, name: str) -> Path:
+        """Beside a finished task: its history record, until the task file has been moved on."""
+        return self.processing / f"{name}.outcome"
+
+    def claimed(self) -> list[str]:
+        """The task files in processing/ (without the files kept beside them)."""
+        return [n for n in names(self.processing) if not n.endswith((".session", ".outcome"))]
+
 
 def names(directory: Path) -> list[str]:
     """The visible entries of a directory, sorted (submission order for the inbox)."""
@@ -239,14 +253,24 @@ class History:
         self._lock = threading.Lock()
 
     def append(self, record: dict) -> None:
+        """Add a record (stamped with the time unless it has one)."""
         line = json.dumps({"time": utc_now(), **record}, ensure_ascii=False) + "\n"
         with self._lock, open(self.path, "ab") as handle:
+            if handle.tell() and not _ends_with_newline(self.path):
+                line = "\n" + line  # end a line torn by a crash, so this record stays whole
             handle.write(line.encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
 def read_history(path: Path) -> list[dict]:
+    """The records of the history; torn or damaged lines are left out."""
     try:
         lines = Path(path).read_bytes().splitlines()
     except FileNotFoundError:
@@ -254,5 +278,7 @@ def read_history(path: Path) -> list[dict]:
     records = []
     for line in lines:
         with contextlib.suppress(ValueError):
-            records.append(json.loads(line))
+            record = json.loads(line)
+            if isinstance(record, dict):
+                records.append(record)
     return records

@@ -4,7 +4,8 @@
 Every run records its own ending here (agent_llm), whichever front end ran it, so the scheduler
 learns of a wait at once and never re-reads every session to find the due ones. A rescan of
 the sessions' metadata remains as a fallback for waits recorded before the index existed.
-Imports nothing above agent_core.
+Only session ids (agent_sessions.is_session_id) come out of it: they end up in file names.
+Imports nothing above agent_sessions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from agent_core import STATUS_WAITING, Workspace, locked, read_json, write_json
+from agent_sessions import is_session_id
 
 
 def parse_time(value: str | datetime) -> datetime:
@@ -77,7 +79,7 @@ class WaitingIndex:
         due = []
         for session_id, entry in self.load().items():
             with contextlib.suppress(TypeError, ValueError, KeyError):
-                if parse_time(entry["wait_until"]) <= now:
+                if is_session_id(session_id) and parse_time(entry["wait_until"]) <= now:
                     due.append((session_id, entry))
         return due
 
@@ -106,11 +108,14 @@ class WaitingIndex:
             with contextlib.suppress(OSError):
                 if path.stat().st_mtime < since:
                     continue
+            session_id = path.name.removesuffix(".meta.json")
             meta = read_json(path, {})
             if not isinstance(meta, dict) or meta.get("status") != STATUS_WAITING:
                 continue
-            if meta.get("wait_until") and meta.get("id") and not meta.get("parent_id"):
-                found[meta["id"]] = meta
+            if meta.get("id") != session_id or not is_session_id(session_id):
+                continue  # damaged: --list-sessions says so
+            if isinstance(meta.get("wait_until"), str) and not meta.get("parent_id"):
+                found[session_id] = meta
         return found
 
 

@@ -1,0 +1,295 @@
+"""The scheduler after kill -9: whatever moment the daemon dies, a restart leaves every task
+recorded exactly once, nothing in processing/, no session saying `running`, no empty metadata.
+
+The daemon runs for real (`agent_main.py --scheduler` in a subprocess, or `start_background`)
+against the scripted LLM server; the leftovers a kill can leave are also made by hand, one at a
+time, to show how each is recovered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import make_config
+from scripted_llm import ScriptedLLM, text, tool_call
+from test_scheduler import DONE, files, history, runs, start_daemon, wait_for
+
+from agent_core import utc_now
+from agent_scheduler import Paths, start_background, submit
+from agent_sessions import SessionStore, new_session_id
+
+FINAL = ("done", "failed")
+
+
+@pytest.fixture
+def daemons():
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        process.log.close()
+
+
+@pytest.fixture
+def background(workspace, llm):
+    handles = []
+
+    def start(**options):
+        handle = start_background(make_config(workspace, llm), **options)
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.stop()
+
+
+def outcomes(workspace: Path) -> dict[str, list[dict]]:
+    """Final history records by task (its file name without the extension, which a requeue
+    changes)."""
+    found: dict[str, list[dict]] = {}
+    for record in history(workspace):
+        if record.get("outcome") in FINAL:
+            found.setdefault(record["task_file"].rsplit(".", 1)[0], []).append(record)
+    return found
+
+
+def assert_nothing_left_behind(workspace: Path) -> None:
+    paths = Paths(workspace)
+    assert os.listdir(paths.processing) == []
+    assert files(paths.inbox) == []
+    for path in paths.sessions.glob("*.meta.json"):
+        meta = json.loads(path.read_text())  # never empty, never half written
+        assert meta["status"] != "running", meta
+
+
+def one_step_then_done(rng: random.Random):
+    """A model that adds a todo, then finishes; each reply a little late, so kills land
+    during runs as well as between them."""
+
+    def reply(body: dict) -> dict:
+        delay = rng.uniform(0.0, 0.15)
+        if body["messages"][-1]["role"] == "tool":
+            return text("done\nTASK_COMPLETE", delay=delay)
+        return tool_call("todo_add", {"description": "step"}, delay=delay)
+
+    return reply
+
+
+def test_kill_9_at_random_moments_then_a_restart_leaves_every_task_done_once(workspace, daemons):
+    seed = random.randrange(1 << 32)
+    rng = random.Random(seed)
+    with ScriptedLLM([one_step_then_done(rng)] * 2000, chunk_size=1000) as llm:
+        config = make_config(workspace, llm)
+        submitted = {submit(config, f"task {n}").stem for n in range(40)}
+        for _ in range(20):
+            daemon = start_daemon(workspace, llm, "--max-concurrent", "4")
+            daemons.append(daemon)
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a random moment of its life
+                daemon.wait(timeout=rng.uniform(0.0, 0.8))
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait(10)
+        daemons.append(start_daemon(workspace, llm, "--max-concurrent", "4"))
+        paths = Paths(workspace)
+        idle = lambda: not files(paths.inbox) and not paths.claimed()  # noqa: E731
+        wait_for(idle, timeout=120, what="the queue to empty")
+        daemons[-1].send_signal(signal.SIGTERM)
+        assert daemons[-1].wait(30) == 0
+
+    why = f"(random seed {seed})"
+    finals = outcomes(workspace)
+    assert set(finals) == submitted, why
+    assert all(len(records) == 1 for records in finals.values()), why
+    for (record,) in finals.values():
+        assert record["status"] == "completed" or "died while running" in record["error"], why
+    assert_nothing_left_behind(workspace)
+    sessions = SessionStore(workspace).list()
+    per_task = Counter(m["task"] for m in sessions)
+    assert set(per_task) <= {f"task {n}" for n in range(40)}, why
+    assert max(per_task.values()) == 1, f"a task was started in two sessions {why}"
+    done = {r["session_id"] for (r,) in finals.values() if r["status"] == "completed"}
+    assert {m["id"] for m in sessions if m["status"] == "completed"} == done, why
+
+
+# --------------------------------------------------------------------------- each leftover
+
+
+def claimed_task(workspace: Path, task: str, **fields) -> tuple[Paths, str]:
+    """A task file in processing/, as the daemon's claim leaves it."""
+    paths = Paths(workspace)
+    paths.ensure()
+    name = f"{time.time_ns():020d}-1-claimed.json"
+    (paths.processing / name).write_text(json.dumps({"task": task, **fields}))
+    return paths, name
+
+
+def finished_record(name: str, session_id: str) -> dict:
+    return {
+        "time": utc_now(),
+        "task_file": name,
+        "task": "t",
+        "session_id": session_id,
+        "status": "completed",
+        "outcome": "done",
+        "duration_s": 0.5,
+        "error": None,
+        "attempt": 0,
+    }
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["not yet recorded", "recorded"])
+def test_an_outcome_left_beside_its_task_is_recorded_once_and_the_task_moved_on(
+    workspace, llm, background, recorded
+):
+    paths, name = claimed_task(workspace, "finished just before the kill")
+    record = finished_record(name, "20300101-000000-aaaa")
+    paths.outcome(name).write_text(json.dumps(record))
+    paths.marker(name).write_text(record["session_id"])
+    if recorded:
+        paths.history.write_text(json.dumps(record) + "\n")
+
+    background()
+    wait_for(lambda: files(paths.done), what="the task to move on")
+    assert history(workspace) == [record]
+    assert files(paths.done) == [name]
+    assert os.listdir(paths.processing) == []
+    assert llm.requests == []  # not run again
+
+
+def test_files_left_beside_no_task_are_removed(workspace, llm, background):
+    paths = Paths(workspace)
+    paths.ensure()
+    leftovers = ["gone.task.session", "gone.task.outcome", ".gone.task.session.x1.tmp"]
+    for name in leftovers:
+        (paths.processing / name).write_text("x")
+    logs: list[str] = []
+    background(log=logs.append)
+    wait_for(lambda: any("watching" in m for m in logs), what="the recovery")
+    assert os.listdir(paths.processing) == []
+
+
+def test_a_task_whose_session_was_named_but_not_made_runs_once_in_a_new_session(
+    workspace, llm, background
+):
+    paths, name = claimed_task(workspace, "killed before its session existed")
+    reserved = new_session_id()
+    paths.marker(name).write_text(reserved)
+    llm.add(DONE)
+
+    background()
+    wait_for(lambda: runs(workspace, "completed"), what="the run")
+    (run,) = runs(workspace)
+    assert run["session_id"] != reserved
+    (meta,) = SessionStore(workspace).list()
+    assert (meta["id"], meta["task"], meta["status"]) == (
+        run["session_id"],
+        "killed before its session existed",
+        "completed",
+    )
+    assert_nothing_left_behind(workspace)
+    llm.assert_all_used()
+
+
+def test_a_session_made_but_never_started_runs_its_own_task(workspace, llm, background):
+    paths, name = claimed_task(workspace, "killed before the first message")
+    session = SessionStore(workspace).create(
+        "killed before the first message", source="scheduler", session_id=new_session_id()
+    )
+    paths.marker(name).write_text(session.id)
+    llm.add(DONE)
+
+    background()
+    wait_for(lambda: runs(workspace, "completed"), what="the run")
+    (run,) = runs(workspace)
+    assert run["session_id"] == session.id
+    users = [m for m in llm.requests[0]["messages"] if m["role"] == "user"]
+    assert users == [{"role": "user", "content": "killed before the first message"}]
+    assert_nothing_left_behind(workspace)
+
+
+def test_sessions_a_killed_daemon_left_running_are_marked_interrupted(workspace, llm, background):
+    store = SessionStore(workspace)
+    orphan = store.create("scheduled", source="scheduler")
+    child = store.create("its sub-agent", source="sub-agent", parent_id=orphan.id)
+    cli_run = store.create("a killed CLI run", source="cli")
+    held = store.create("running elsewhere", source="scheduler")
+    logs: list[str] = []
+    with store.lock(held.id):
+        background(log=logs.append)
+        wait_for(lambda: any("watching" in m for m in logs), what="the recovery")
+    statuses = {m["id"]: m["status"] for m in store.list()}
+    assert statuses == {
+        orphan.id: "interrupted",
+        child.id: "interrupted",
+        cli_run.id: "running",  # not the scheduler's: its resume says it stopped unexpectedly
+        held.id: "running",  # a live run holds it
+    }
+    assert store.open(orphan.id).meta["last_message"].startswith("the scheduler running it")
+
+
+def test_a_task_cut_short_too_often_fails_and_its_session_says_why(workspace, llm, background):
+    session = SessionStore(workspace).create("crashes the daemon", source="scheduler")
+    paths, name = claimed_task(workspace, "crashes the daemon", session_id=session.id, attempt=2)
+    paths.marker(name).write_text(session.id)
+
+    background()
+    wait_for(lambda: files(paths.failed), what="the task to fail")
+    (record,) = outcomes(workspace)[name.rsplit(".", 1)[0]]
+    assert record["error"] == "the scheduler died while running this task 3 times"
+    assert (paths.failed / f"{name}.reason").read_text() == record["error"] + "\n"
+    meta = SessionStore(workspace).open(session.id).meta
+    assert (meta["status"], meta["error"]) == ("error", record["error"])
+    assert_nothing_left_behind(workspace)
+    assert llm.requests == []
+
+
+def test_empty_metadata_found_is_tolerated_and_never_made(workspace, llm, background):
+    store = SessionStore(workspace)
+    store.directory.mkdir(parents=True)
+    (store.directory / "20200101-000000-empty.meta.json").write_text("")
+    llm.add(DONE)
+    submit(make_config(workspace, llm), "work beside a damaged session")
+
+    background()
+    wait_for(lambda: runs(workspace, "completed"), what="the run")
+    listed = {m["id"]: m["status"] for m in store.list()}
+    assert listed.pop("20200101-000000-empty") == "damaged"
+    assert list(listed.values()) == ["completed"]
+    sizes = [p.stat().st_size for p in store.directory.glob("*.meta.json")]
+    assert sorted(sizes)[0] == 0 and all(sorted(sizes)[1:])
+
+
+def test_a_line_torn_in_the_history_does_not_swallow_the_next_record(workspace, llm, background):
+    paths = Paths(workspace)
+    paths.ensure()
+    paths.history.write_text('{"task_file": "x", "status": "compl')  # a power cut mid-line
+    llm.add(DONE)
+    submit(make_config(workspace, llm), "after the cut")
+
+    background()
+    wait_for(lambda: runs(workspace, "completed"), what="the run")
+    assert [r["task"] for r in runs(workspace)] == ["after the cut"]
+
+
+def test_a_session_id_that_is_not_one_is_refused_in_the_inbox(workspace, llm, background):
+    inbox = Paths(workspace).inbox
+    inbox.mkdir(parents=True)
+    (inbox / "escape.json").write_text(json.dumps({"session_id": "../../etc"}))
+
+    background()
+    failed = Paths(workspace).failed
+    wait_for(lambda: (failed / "escape.json.reason").is_file(), what="the rejection")
+    reason = (failed / "escape.json.reason").read_text()
+    assert reason == "'session_id' '../../etc' is not a session id (see --list-sessions)\n"
+    assert llm.requests == []
