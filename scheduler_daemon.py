@@ -17,7 +17,6 @@ from agent_core import (
     Config,
     PermissionGate,
     StopToken,
-    atomic_write,
     read_json,
 )
 from agent_sessions import SessionBusy, SessionStore
@@ -159,7 +158,7 @@ class Scheduler:
         stamp = int(when.timestamp() * 1e9)
         job = Job("", session_id=session_id, mode=entry.get("mode") or "auto")
         job.wake = entry["wait_until"]
-        atomic_write(self.paths.inbox / f"{stamp:020d}-wake-{session_id}.json", job.dump())
+        self.queue.to_inbox(f"{stamp:020d}-wake-{session_id}.json", job.dump())
         self.woken[session_id] = job.wake
         self.waiting.remove(session_id)
 

@@ -92,8 +92,15 @@ class TaskQueue:
             attempt=job.attempt + (1 if crashed else 0),
             wake=None if session_id else job.wake,  # not started yet: still only a wake-up
         )
-        atomic_write(self.paths.inbox / again.name, again.dump())
+        self.to_inbox(again.name, again.dump())
         self._drop(self.paths.processing / job.name, self.paths.marker(job.name))
+
+    def to_inbox(self, name: str, data: str) -> None:
+        """Put a task file in the inbox, whole: it is written beside the claimed tasks first
+        (where a restart removes what a kill left half written), then renamed into the inbox."""
+        draft = self.paths.processing / f".{name}.draft"
+        atomic_write(draft, data)
+        move_durably(draft, self.paths.inbox / name)
 
     # ------------------------------------------------------------------ after a killed daemon
 
