@@ -322,6 +322,20 @@ def test_a_command_filling_the_disk_ends_the_run_saved_and_resumable(workspace, 
         subprocess.run(["umount", "-l", str(workspace)], check=False)
 
 
+def test_a_failed_counter_write_does_not_stop_the_status_write_that_supersedes_it(workspace):
+    session = SessionStore(workspace).create("task")
+    session.meta["odd"] = object()
+    session.save_meta(durable=False)  # this snapshot cannot be written
+    del session.meta["odd"]
+    deadline = time.monotonic() + 5
+    while session._disk._meta_error is None:  # the writer thread has met the failure
+        assert time.monotonic() < deadline, "the background write never failed"
+        time.sleep(0.005)
+    session.save_meta(status="completed")  # newer: written whatever became of the snapshot
+    session.close()
+    assert json.loads(session.meta_path.read_text())["status"] == "completed"
+
+
 # --------------------------------------------------------------------------- kill -9 mid-call
 
 
