@@ -115,8 +115,11 @@ def test_git_arguments_are_checked(shell_env):
     assert "empty" in run(shell_env, "git_commit", message=" ")["error"]
 
 
-def test_the_loop_runs_shell_commands_the_model_asks_for(require_backend, workspace, llm):
+def test_the_loop_runs_shell_commands_the_model_asks_for(
+    require_backend, test_workspaces, workspace, llm
+):
     require_backend("docker")
+    test_workspaces.append(workspace)  # its container is removed at the end of the session
     config = make_config(workspace, llm, sandbox_backend="docker")
     llm.add(
         tool_call("shell", {"command": "echo $((6 * 7)) > answer.txt && cat answer.txt"}),
