@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +38,18 @@ def need(available: bool, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"CI=true but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.fixture
+def daemons():
+    """Scheduler daemon processes a test started (each with a `log` file); killed after it."""
+    started: list[subprocess.Popen] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+        process.wait(10)
+        process.log.close()
 
 
 @pytest.fixture

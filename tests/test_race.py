@@ -113,8 +113,9 @@ class Race:
 
     def __init__(self, workspace: Path, host: Path, backend: str, make_sandbox, llm=None):
         self.workspace, self.host, self.backend = workspace, host, backend
-        self.config = make_config(workspace, llm, sandbox_backend=backend)
-        self.config = self.config.with_changes(allow_unsandboxed_auto=True)
+        self.config = make_config(
+            workspace, llm, sandbox_backend=backend, allow_unsandboxed_auto=True
+        )
         self.services = Services(self.config)
         self.ctx = tool_context(self.config, services=self.services)
         self.tools = default_toolset()
@@ -212,7 +213,9 @@ def _attack(race: Race, operations: list[str], attempts: int) -> dict[str, tuple
     return outcome
 
 
-def _raced(workspace, host, backend, make_sandbox, how, operations, attempts, llm=None):
+def _raced(tmp_path, backend, make_sandbox, how, operations, attempts, llm=None):
+    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
+    workspace.mkdir()
     _plant(workspace, host)
     before = _host_state(host)
     race = Race(workspace, host, backend, make_sandbox, llm)
@@ -236,9 +239,7 @@ def _raced(workspace, host, backend, make_sandbox, how, operations, attempts, ll
 def test_no_path_operation_escapes_through_a_swapped_symlink(
     backend, operation, attempts, make_sandbox, tmp_path
 ):
-    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
-    workspace.mkdir()
-    _raced(workspace, host, backend, make_sandbox, "foreground", [operation], attempts)
+    _raced(tmp_path, backend, make_sandbox, "foreground", [operation], attempts)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -246,9 +247,7 @@ def test_no_path_operation_escapes_through_a_swapped_symlink(
 def test_a_swapper_left_running_by_the_shell_tool_reaches_nothing_outside(
     backend, attempts, make_sandbox, tmp_path
 ):
-    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
-    workspace.mkdir()
-    _raced(workspace, host, backend, make_sandbox, "detached", list(OPERATIONS), attempts)
+    _raced(tmp_path, backend, make_sandbox, "detached", list(OPERATIONS), attempts)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -256,6 +255,4 @@ def test_a_swapper_left_running_by_the_shell_tool_reaches_nothing_outside(
 def test_a_swapper_in_a_parallel_sub_agents_shell_reaches_nothing_outside(
     backend, attempts, make_sandbox, tmp_path, llm
 ):
-    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
-    workspace.mkdir()
-    _raced(workspace, host, backend, make_sandbox, "sub-agent", list(OPERATIONS), attempts, llm)
+    _raced(tmp_path, backend, make_sandbox, "sub-agent", list(OPERATIONS), attempts, llm)

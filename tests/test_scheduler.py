@@ -94,17 +94,6 @@ def start_daemon(workspace: Path, llm: ScriptedLLM, *args: str, **env: str) -> s
     return process
 
 
-@pytest.fixture
-def daemons():
-    started: list[subprocess.Popen] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        process.log.close()
-
-
 def cli(workspace: Path, llm: ScriptedLLM, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "agent_main.py"), *args],

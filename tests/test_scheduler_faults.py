@@ -31,17 +31,6 @@ FINAL = ("done", "failed")
 
 
 @pytest.fixture
-def daemons():
-    started: list[subprocess.Popen] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        process.log.close()
-
-
-@pytest.fixture
 def background(workspace, llm):
     handles = []
 
