@@ -5,7 +5,7 @@ model. The top-level agent makes one decompose call with 4 independent tasks and
 reply (2 replies); each child lists the workspace, writes its file, reads it back and reports
 (4 replies). Both runs happen in the same process, one after the other.
 
-    python bench/bench_bca.py        # prints the figures as JSON; exit 1 if the target is missed
+    python -m bench.bench_bca        # prints the figures as JSON; exit 1 if the target is missed
 """
 
 from __future__ import annotations
@@ -19,17 +19,14 @@ import time
 from collections import deque
 from pathlib import Path
 
+from lmagent.core.config import Config
+from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.run import run_agent
+from lmagent.subagents.tools import agent_toolset
+from lmagent.tools.registry import Services
+from tests.scripted_llm import ScriptedLLM, text, tool_call
+
 ROOT = Path(__file__).resolve().parent.parent
-for _path in (ROOT, ROOT / "tests"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from scripted_llm import ScriptedLLM, text, tool_call  # noqa: E402
-
-from agent_bca import agent_toolset  # noqa: E402
-from agent_core import Config, PermissionGate  # noqa: E402
-from agent_llm import run_agent  # noqa: E402
-from tool_registry import Services  # noqa: E402
 
 REPLY_DELAY = 0.5
 TASKS = 4

@@ -13,9 +13,6 @@ import shutil
 import subprocess
 import zlib
 
-from agent_core import Workspace
-from agent_sessions import Session
-from agent_tools import Services, ToolContext, default_toolset
 from bench.common import (
     WORDS,
     at_most,
@@ -26,6 +23,10 @@ from bench.common import (
     temp_workspace,
     time_call,
 )
+from lmagent.core.workspace import Workspace
+from lmagent.sessions.store import Session
+from lmagent.tools.registry import Services, ToolContext
+from lmagent.tools.toolset import build_toolset
 
 FILES = 50_000
 BINARY_SHARE = 0.02
@@ -146,7 +147,7 @@ def run() -> dict:
         context = ToolContext(
             config=config, workspace=Workspace(root), session=session, services=Services(config)
         )
-        toolset = default_toolset()
+        toolset = build_toolset()
 
         def tool(pattern: str) -> dict:
             out = toolset.execute(context, "grep", {"pattern": pattern})
@@ -191,7 +192,7 @@ def run() -> dict:
 {FILES:,} files in {FILES // 25:,} directories (Python, JS, TS, Go, Rust, Markdown, JSON;
 lognormal sizes around 60 lines), {BINARY_SHARE:.0%} of them binary, plus {GIT_OBJECTS:,}
 compressed objects under .git. The tool is called as the loop calls it,
-`default_toolset().execute(ctx, "grep", {{"pattern": ...}})`. Rare pattern `{RARE}` sits in
+`build_toolset().execute(ctx, "grep", {{"pattern": ...}})`. Rare pattern `{RARE}` sits in
 {planted} files, so both searches read the whole tree (both found {planted}). The capped pattern
 `{COMMON}` is in most files: the tool stops at its 200-result cap, grep is cut off by `head`.
 The target compares with `grep -rn --exclude-dir=.git`, which does the same work as the tool

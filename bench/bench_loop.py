@@ -18,7 +18,6 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-from agent_llm import run_agent
 from bench.common import (
     at_most,
     figure,
@@ -29,7 +28,8 @@ from bench.common import (
     scripted_server_process,
     temp_workspace,
 )
-from llm_client import LLMClient
+from lmagent.llm.client import LLMClient
+from lmagent.loop.run import run_agent
 
 STEPS = 520  # tool-call steps in one session
 EARLY = range(5, 25)  # steps "around 10" (the first ones include warming up)

@@ -17,31 +17,27 @@
 3. Prompt reuse: the share of the prompt llama.cpp's cache could reuse when the same turn is sent
    again a second later (the system prompt holds the current time).
 
-    python -m bench --only realmodel      # or: python bench/bench_realmodel.py
+    python -m bench --only realmodel      # or: python -m bench.bench_realmodel
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `bench` and the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import requests
 
-import embedded_llm
-from agent_core import Workspace
-from agent_prompts import system_prompt
-from agent_sessions import SessionStore
-from agent_setup import Runtime
+import lmagent.llm.embedded as embedded_llm
 from bench.common import at_most, figure, make_config, median, result, temp_workspace
-from llm_client import Callbacks, LLMClient, LLMError
-from tool_registry import ArgumentError, bind_arguments
-from toolcall_parsing import FormatError, extract_text_calls
+from lmagent.core.workspace import Workspace
+from lmagent.llm.client import Callbacks, LLMClient, LLMError
+from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.loop.prompts import system_prompt
+from lmagent.runtime import Runtime
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.registry import ArgumentError, bind_arguments
 
 LATENCY_RUNS = 10  # of each, alternated, after one warm-up of each
 TOOL_RUNS = 20
@@ -59,7 +55,7 @@ TEXT_CALL = '<tool_call>{"name": "read", "arguments": {"path": "%s"}}</tool_call
 
 def start_servers(stack: contextlib.ExitStack) -> tuple:
     """(xllamacpp server, llama-cpp-python server), stopped when the stack closes."""
-    from realmodel_fixtures import LlamaCppPythonServer, installed  # tests/: imports pytest
+    from tests.realmodel_fixtures import LlamaCppPythonServer, installed  # tests/: imports pytest
 
     model = embedded_llm.default_model_path()
     missing = [m for m in ("xllamacpp", "llama_cpp", "uvicorn") if not installed(m)]

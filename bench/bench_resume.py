@@ -14,9 +14,6 @@ import subprocess
 import sys
 import time
 
-from agent_core import Compactor, estimate_tokens
-from agent_llm import SUMMARY_TOKENS, open_session, run_agent
-from agent_sessions import SessionStore
 from bench.common import (
     ROOT,
     WORDS,
@@ -30,6 +27,9 @@ from bench.common import (
     temp_workspace,
     time_call,
 )
+from lmagent.loop.compaction import Compactor, estimate_tokens
+from lmagent.loop.run import SUMMARY_TOKENS, open_session, run_agent
+from lmagent.sessions.store import SessionStore
 
 MESSAGES = 10_000
 SESSIONS = 1_000

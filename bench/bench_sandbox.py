@@ -5,7 +5,7 @@ Target (issue 3): through the Docker backend, p50 <= 3x and p95 <= 10x a bare ho
 The three are timed interleaved (host, docker, bwrap, host, ...), so each sees the same machine
 load; separate loops on a busy machine would compare different moments.
 
-    python -m bench --only sandbox        # or: python bench/bench_sandbox.py [RUNS]
+    python -m bench --only sandbox        # or: python -m bench.bench_sandbox [RUNS]
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make `bench` and the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from bench.common import figure, percentile, result, temp_workspace
-from sandboxed_shell import SandboxConfig, SandboxUnavailable, open_sandbox
+from lmagent.sandbox.base import SandboxConfig, SandboxUnavailable
+from lmagent.sandbox.select import open_sandbox
 
 RUNS = 200
 TARGET_P50, TARGET_P95 = 3.0, 10.0
@@ -98,7 +96,7 @@ def run(runs: int = RUNS) -> dict:
             for sandbox in opened.values():
                 sandbox.close()
             if "docker" in opened:
-                from sandbox_docker import remove_containers
+                from lmagent.sandbox.docker import remove_containers
 
                 remove_containers(workspace=workspace)
     notes = (

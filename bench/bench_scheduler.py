@@ -7,7 +7,7 @@ and a random pause (so submissions land at every phase of the daemon's inbox pol
 the moment the daemon claimed the file (its run history's `started`), measured from the return
 of `agent_scheduler.submit`. Throughput: BATCH tasks dropped at once, run with 4 at a time.
 
-    python -m bench --only scheduler        # or: python bench/bench_scheduler.py
+    python -m bench --only scheduler        # or: python -m bench.bench_scheduler
 """
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: make `bench` and the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     ROOT,
@@ -50,7 +47,7 @@ def reply(arrivals: list[float]):
 
 
 def start_daemon(workspace: Path, llm: ScriptedLLM, concurrency: int) -> subprocess.Popen:
-    import agent_scheduler
+    import lmagent.scheduler.service as agent_scheduler
 
     env = dict(os.environ, WORKSPACE=str(workspace), LLM_URL=llm.url, PERMISSION_MODE="auto")
     env.pop("SCHEDULER_POLL_INTERVAL", None)  # the default (60 s): the fast path must not need it
@@ -84,7 +81,7 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 def runs(workspace: Path) -> list[dict]:
-    import agent_scheduler
+    import lmagent.scheduler.service as agent_scheduler
 
     history = agent_scheduler.read_history(agent_scheduler.Paths(workspace).history)
     return [r for r in history if "duration_s" in r]
@@ -92,7 +89,7 @@ def runs(workspace: Path) -> list[dict]:
 
 def latency(workspace: Path) -> tuple[list[float], list[float]]:
     """(pick-up seconds, submit-to-first-LLM-request seconds) for SUBMISSIONS tasks."""
-    import agent_scheduler
+    import lmagent.scheduler.service as agent_scheduler
 
     arrivals: list[float] = []
     pickups, to_model = [], []
@@ -118,7 +115,7 @@ def latency(workspace: Path) -> tuple[list[float], list[float]]:
 
 def throughput(workspace: Path) -> float:
     """Runs a second with 4 at a time, BATCH tasks waiting in the inbox at the start."""
-    import agent_scheduler
+    import lmagent.scheduler.service as agent_scheduler
 
     arrivals: list[float] = []
     with ScriptedLLM([reply(arrivals)] * BATCH, chunk_size=1000) as llm:

@@ -11,7 +11,7 @@ text first appears in the DOM. Every token carries its number («000123»), one 
 - memory: the server's RSS after 1,000 streamed tokens and after 100,000 (read by a plain
   SSE client), against the replay buffer's byte cap.
 
-    python bench/bench_web.py        # prints the figures as JSON
+    python -m bench.bench_web        # prints the figures as JSON
 """
 
 from __future__ import annotations
@@ -27,16 +27,12 @@ import sys
 import time
 from pathlib import Path
 
+import tests.scripted_llm as scripted
+from bench.common import at_most, figure, percentile, result, temp_workspace
+from tests.scripted_llm import ScriptedLLM, text
+from tests.test_web_support import CHROMIUM, CHROMIUM_ARGS
+
 ROOT = Path(__file__).resolve().parent.parent
-for _path in (ROOT, ROOT / "tests"):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-import scripted_llm as scripted  # noqa: E402
-from scripted_llm import ScriptedLLM, text  # noqa: E402
-from test_web_support import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-
-from bench.common import at_most, figure, percentile, result, temp_workspace  # noqa: E402
 
 PIN = "73519624"
 TOKEN_CHARS = 9  # "«000123» "

@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import scripted_llm as scripted  # tests/scripted_llm.py; bench/__init__ put tests/ on the path
-from scripted_llm import ScriptedLLM
+import tests.scripted_llm as scripted
+from tests.scripted_llm import ScriptedLLM
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -157,7 +157,7 @@ def temp_workspace(prefix: str = "lmagent-bench-", parent: str | None = None) ->
 def make_config(workspace: Path, llm: ScriptedLLM | str | None = None, **changes):
     """A Config for `workspace` talking to `llm` (a ScriptedLLM or a URL), independent of the
     user's environment."""
-    from agent_core import Config
+    from lmagent.core.config import Config
 
     url = llm.url if isinstance(llm, ScriptedLLM) else llm
     environ = {

@@ -3,7 +3,7 @@
     python -m bench                 # everything
     python -m bench --only grep     # one benchmark (repeat --only for more); the others' last
                                     # results are kept in RESULTS.md
-    python bench/run.py --list
+    python -m bench.run --list
 
 Each benchmark runs in a fresh subprocess with a timeout, so a crash, an import failure or a
 hang is reported as that benchmark's failure and the others still run.
@@ -59,7 +59,6 @@ def run_child(name: str, out: str) -> int:
     # (temporary trees, server processes) still clean up.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    sys.path.insert(0, str(ROOT))
     from bench.common import check_result
 
     module = importlib.import_module(f"bench.bench_{name}")
@@ -73,7 +72,7 @@ def run_one(name: str, timeout: float) -> dict:
     """Run one benchmark in a subprocess; a failure of any kind becomes a 'failed' result."""
     with tempfile.TemporaryDirectory(prefix="lmagent-bench-run-") as tmp:
         out = Path(tmp) / "result.json"
-        command = [sys.executable, str(Path(__file__)), "--child", name, "--out", str(out)]
+        command = [sys.executable, "-m", "bench.run", "--child", name, "--out", str(out)]
         load_before = load_average()
         start = time.monotonic()
         process = subprocess.Popen(

@@ -5,21 +5,17 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from lmagent.core.config import Config
+from lmagent.core.workspace import Workspace
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.registry import Services, ToolContext
+from tests.scripted_llm import ScriptedLLM
+
 ROOT = Path(__file__).resolve().parent.parent
-for path in (ROOT, ROOT / "tests"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-from scripted_llm import ScriptedLLM  # noqa: E402
-
-from agent_core import Config, Workspace  # noqa: E402
-from agent_sessions import SessionStore  # noqa: E402
-from agent_tools import Services, ToolContext  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import make_config, need
 
-import embedded_llm
-from agent_core import Config
+import lmagent.llm.embedded as embedded_llm
+from lmagent.core.config import Config
+from tests.conftest import make_config, need
 
 N_CTX = 4096  # the context window every test server is started with
 THREADS = 2

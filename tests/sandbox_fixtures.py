@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sandboxed_shell import SandboxConfig, describe_backend, open_sandbox
+from lmagent.sandbox.base import SandboxConfig
+from lmagent.sandbox.select import describe_backend, open_sandbox
 
 ISOLATING_BACKENDS = ("docker", "bwrap")
 
@@ -52,7 +53,7 @@ def test_workspaces(sandbox_engines):
     yield workspaces
     if not sandbox_engines["docker"][0]:
         return
-    from sandbox_docker import remove_containers
+    from lmagent.sandbox.docker import remove_containers
 
     for workspace in workspaces:
         remove_containers(workspace=workspace)

@@ -8,7 +8,7 @@ has ``"stream": true``, Server-Sent Events sent with ``Transfer-Encoding: chunke
 
 Usage::
 
-    from scripted_llm import ScriptedLLM, text, tool_call
+    from tests.scripted_llm import ScriptedLLM, text, tool_call
 
     with ScriptedLLM([tool_call("read", {"path": "a.txt"}), text("done")]) as llm:
         run_agent(base_url=llm.base_url)

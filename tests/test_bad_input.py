@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import pytest
-from conftest import free_port
-from scripted_llm import text, tool_call
-from test_cli import ROOT, cli, cli_env
 
-from agent_llm import run_agent
-from agent_sessions import SessionStore
-from tool_registry import MAX_NESTING, Toolset, make_tool
+from lmagent.loop.run import run_agent
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.registry import MAX_NESTING, Toolset, make_tool
+from tests.conftest import free_port
+from tests.scripted_llm import text, tool_call
+from tests.test_cli import ROOT, cli, cli_env
 
 # --------------------------------------------------------------------------- start-up
 

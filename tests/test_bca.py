@@ -13,16 +13,18 @@ from collections import deque
 from datetime import datetime
 
 import pytest
-from conftest import make_config, tool_context
-from scripted_llm import text, tool_call
 
-from agent_bca import BcaSettings, agent_toolset
-from agent_core import PermissionGate, StopToken, Workspace
-from agent_llm import run_agent
-from agent_sessions import SessionStore
-from bca_manifest import MAX_TASKS, ManifestError, parse_manifest
-from bca_run import REMINDER
-from tool_registry import Services
+from lmagent.core.stop import StopToken
+from lmagent.core.workspace import Workspace
+from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.run import run_agent
+from lmagent.sessions.store import SessionStore
+from lmagent.subagents.manifest import MAX_TASKS, ManifestError, parse_manifest
+from lmagent.subagents.run import REMINDER
+from lmagent.subagents.tools import BcaSettings, agent_toolset
+from lmagent.tools.registry import Services
+from tests.conftest import make_config, tool_context
+from tests.scripted_llm import text, tool_call
 
 BRIEF_FIELDS = {
     "agent_id",

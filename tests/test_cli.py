@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port
-from scripted_llm import error, text, tool_call
 
-import agent_scheduler
-from agent_cli import Repl, TerminalIO
-from agent_core import describe_settings
-from agent_sessions import SessionStore
+import lmagent.scheduler.service as agent_scheduler
+from lmagent.cli.terminal import Repl, TerminalIO
+from lmagent.core.config import describe_settings
+from lmagent.sessions.store import SessionStore
+from tests.conftest import free_port
+from tests.scripted_llm import error, text, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {name for name, _, _ in describe_settings()}

@@ -6,13 +6,12 @@ from __future__ import annotations
 import itertools
 import json
 
-from conftest import make_config
-from scripted_llm import context_overflow, error, text, tool_call
-
-from agent_core import SUMMARY_MARK
-from agent_llm import run_agent
-from agent_sessions import SessionStore
-from agent_tools import default_toolset
+from lmagent.loop.compaction import SUMMARY_MARK
+from lmagent.loop.run import run_agent
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config
+from tests.scripted_llm import context_overflow, error, text, tool_call
 
 TASK = "TASK-MARKER: read every chapter and record progress"
 PROJECT = "PROJECT-CONTEXT-MARKER: chapters are in plain text"
@@ -43,7 +42,7 @@ def chapters(workspace, count: int, size: int = 1600) -> list[dict]:
 
 
 def low_threshold_config(workspace, llm, extra_tokens: int):
-    schemas = len(json.dumps(default_toolset().schemas())) // 4
+    schemas = len(json.dumps(build_toolset().schemas())) // 4
     return make_config(workspace, llm, summarization_threshold=schemas + 400 + extra_tokens)
 
 
@@ -80,7 +79,7 @@ def test_compaction_keeps_system_task_project_context_and_pinned_state(workspace
 
 
 def test_compaction_never_splits_a_multi_call_step(workspace, llm):
-    from scripted_llm import call, tool_calls
+    from tests.scripted_llm import call, tool_calls
 
     config = low_threshold_config(workspace, llm, extra_tokens=1500)
     for n in range(10):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_core import SCRIPT_DIR, Config, ConfigError, describe_settings
+from lmagent.core.config import SCRIPT_DIR, Config, ConfigError, describe_settings
 
 
 @pytest.fixture(autouse=True)

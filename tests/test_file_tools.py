@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import file_tools
-from agent_tools import default_toolset
+import lmagent.tools.files as file_tools
+from lmagent.tools.toolset import build_toolset
 
 
 @pytest.fixture
 def run(ctx):
-    tools = default_toolset()
+    tools = build_toolset()
     return lambda name, **args: tools.execute(ctx, name, args)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_shell_tools import run, shell_env  # noqa: F401 - shell_env is the fixture used here
 
-pytest_plugins = ["sandbox_fixtures"]
+from tests.test_shell_tools import run, shell_env  # noqa: F401 - shell_env is the fixture used here
+
+pytest_plugins = ["tests.sandbox_fixtures"]
 
 HOOKS = (
     "pre-commit",

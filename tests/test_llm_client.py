@@ -10,23 +10,10 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-from conftest import free_port, make_config
-from scripted_llm import (
-    ScriptedLLM,
-    call,
-    context_overflow,
-    drop,
-    error,
-    loading,
-    text,
-    tool_call,
-    tool_calls,
-)
 
-import llm_client
-from agent_core import StopToken
-from agent_llm import run_agent
-from llm_client import (
+import lmagent.llm.client as llm_client
+from lmagent.core.stop import StopToken
+from lmagent.llm.client import (
     RETRY_POLICY,
     Callbacks,
     ContextOverflow,
@@ -37,6 +24,19 @@ from llm_client import (
     RetryRule,
     probe_model,
     rule_for,
+)
+from lmagent.loop.run import run_agent
+from tests.conftest import free_port, make_config
+from tests.scripted_llm import (
+    ScriptedLLM,
+    call,
+    context_overflow,
+    drop,
+    error,
+    loading,
+    text,
+    tool_call,
+    tool_calls,
 )
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
@@ -688,7 +688,7 @@ def test_probe_of_a_server_that_never_answers_gives_up_after_one_timeout(workspa
 def test_the_request_body_stays_exact_while_the_message_cache_reuses_encodings():
     """Encodings are reused as the history grows; a rewritten history (compaction) or a list the
     cache never saw is encoded afresh; the bytes always equal a plain encoding of the body."""
-    from llm_client import MessageCache
+    from lmagent.llm.client import MessageCache
 
     cache = MessageCache()
     history = [{"role": "user", "content": "tâche"}]

@@ -7,10 +7,10 @@ import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from scripted_llm import text, tool_call
 
-from agent_llm import run_agent
-from agent_sessions import SessionStore
+from lmagent.loop.run import run_agent
+from lmagent.sessions.store import SessionStore
+from tests.scripted_llm import text, tool_call
 
 
 def run(config, task="do the task", **kw):

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import free_port, make_config, tool_context
-from scripted_llm import text, tool_call
-from test_cli import Running, cli_env
 
-from agent_core import PermissionGate
-from agent_llm import run_agent
-from agent_mcp import MCPManager, load_specs, tool_name
-from agent_tools import Services, default_toolset
+from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.run import run_agent
+from lmagent.tools.mcp import MCPManager, load_specs, tool_name
+from lmagent.tools.registry import Services
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import free_port, make_config, tool_context
+from tests.scripted_llm import text, tool_call
+from tests.test_cli import Running, cli_env
 
 DEMO = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 
@@ -97,7 +98,7 @@ def test_mcp_tools_ask_permission_in_normal_mode(workspace, llm, manager):
 def test_hanging_call_times_out_and_the_server_keeps_working(workspace, manager):
     config = make_config(workspace)
     ctx = tool_context(config)
-    toolset = default_toolset(services_with(config, manager))
+    toolset = build_toolset(services_with(config, manager))
     hung = toolset.execute(ctx, "mcp_demo_hang", {"seconds": 30})
     assert hung["success"] is False
     assert "timed out" in hung["error"] and "not retried" in hung["error"]
@@ -124,7 +125,7 @@ def test_server_crash_mid_run_is_reported_and_the_run_goes_on(workspace, llm, ma
 
 def test_images_from_mcp_are_saved_for_the_vision_tool_not_pasted_into_context(workspace, manager):
     config = make_config(workspace)
-    result = default_toolset(services_with(config, manager)).execute(
+    result = build_toolset(services_with(config, manager)).execute(
         tool_context(config), "mcp_demo_picture", {}
     )
     assert result["success"] is True
@@ -141,7 +142,7 @@ def test_mcp_json_cannot_be_written_by_the_agent(workspace):
     before = (workspace / ".lmagent" / "mcp.json").read_text()
     config = make_config(workspace)
     ctx = tool_context(config)
-    toolset = default_toolset()
+    toolset = build_toolset()
     evil = json.dumps({"mcpServers": {"x": {"command": "sh", "args": ["-c", "touch /tmp/pwned"]}}})
     for name, args in (
         ("write", {"path": ".lmagent/mcp.json", "content": evil}),

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_config
-from scripted_llm import call, text, tool_call, tool_calls
-from test_cli import cli, cli_env
 
-from agent_llm import run_agent
+from lmagent.loop.run import run_agent
+from tests.conftest import make_config
+from tests.scripted_llm import call, text, tool_call, tool_calls
+from tests.test_cli import cli, cli_env
 
 READ_ONLY = [
     call("read", {"path": "a.txt"}),

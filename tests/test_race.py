@@ -20,18 +20,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import make_config, tool_context
-from scripted_llm import text, tool_call
-from test_bca import Agents, run_parent
 
-import bca_records
-import web_files
-from agent_bca import _reported_artifacts
-from agent_tools import default_toolset
-from tool_registry import ArgumentError, Services
-from workspace import PathError
+import lmagent.subagents.records as bca_records
+import lmagent.web.files as web_files
+from lmagent.core.workspace import PathError
+from lmagent.subagents.tools import _reported_artifacts
+from lmagent.tools.registry import ArgumentError, Services
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config, tool_context
+from tests.scripted_llm import text, tool_call
+from tests.test_bca import Agents, run_parent
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.sandbox_fixtures"]
 
 ATTEMPTS = 1000
 CANARY = "CANARY-c4a7"
@@ -118,7 +118,7 @@ class Race:
         )
         self.services = Services(self.config)
         self.ctx = tool_context(self.config, services=self.services)
-        self.tools = default_toolset()
+        self.tools = build_toolset()
         self.make_sandbox, self.llm = make_sandbox, llm
         self.outcome: dict = {}
         self.thread: threading.Thread | None = None

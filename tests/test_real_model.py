@@ -19,20 +19,28 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import need
-from realmodel_fixtures import N_CTX, Relay, need_model, need_module, real_config, start_xllama
-from test_cli import cli_env
 
-from agent_cli import EXIT_CODES
-from agent_core import PathError, Workspace
-from agent_history import result_messages
-from agent_llm import run_agent
-from agent_sessions import SessionStore
-from agent_setup import Runtime
-from agent_tools import Services, Toolset, default_toolset
-from llm_client import Callbacks, LLMClient, probe_model
+from lmagent.cli.terminal import EXIT_CODES
+from lmagent.core.workspace import PathError, Workspace
+from lmagent.llm.client import Callbacks, LLMClient, probe_model
+from lmagent.loop.history import result_messages
+from lmagent.loop.run import run_agent
+from lmagent.runtime import Runtime
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.registry import Services, Toolset
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import need
+from tests.realmodel_fixtures import (
+    N_CTX,
+    Relay,
+    need_model,
+    need_module,
+    real_config,
+    start_xllama,
+)
+from tests.test_cli import cli_env
 
-pytest_plugins = ["realmodel_fixtures"]  # xllama, lcpp
+pytest_plugins = ["tests.realmodel_fixtures"]  # xllama, lcpp
 pytestmark = pytest.mark.realmodel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +73,7 @@ def ask(client: LLMClient, text: str, tools=None):
 def small_toolset(config, *names: str) -> tuple[Toolset, Services]:
     """The real tools, only those named (a short prompt for a slow CPU server)."""
     services = Services(config)
-    tools = default_toolset(services).tools
+    tools = build_toolset(services).tools
     return Toolset([tools[name] for name in names]), services
 
 

@@ -10,16 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sandboxed_shell import (
-    CommandResult,
-    SandboxConfig,
-    SandboxUnavailable,
-    check_command_paths,
-    describe_backend,
-    open_sandbox,
-)
+from lmagent.sandbox.base import CommandResult, SandboxConfig, SandboxUnavailable
+from lmagent.sandbox.select import describe_backend, open_sandbox
+from lmagent.tools.command_paths import check_command_paths
 
-pytest_plugins = ["sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
+pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
 
 
 # --- results and the persistent runner ---------------------------------------------------------
@@ -363,7 +358,7 @@ def test_docker_container_left_on_a_moved_workspace_is_replaced(make_sandbox, tm
 def test_docker_refuses_a_foreign_container_with_its_name(make_sandbox, tmp_path):
     import docker
 
-    from sandbox_docker import container_name
+    from lmagent.sandbox.docker import container_name
 
     sandbox = make_sandbox("docker")  # ensures the engine and image are there
     client = docker.from_env()

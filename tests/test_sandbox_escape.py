@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytest_plugins = ["sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
+pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
 
 
 @pytest.fixture

@@ -18,15 +18,17 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, make_config
-from scripted_llm import ScriptedLLM, text
-from test_sessions import held
 
-import agent_scheduler
-from agent_core import Config, ConfigError
-from agent_llm import run_agent
-from agent_scheduler import Paths, SchedulerLocked, parse_time, start_background, submit
-from agent_sessions import SessionBusy, SessionStore
+import lmagent.scheduler.service as agent_scheduler
+from lmagent.core.config import Config, ConfigError
+from lmagent.loop.run import run_agent
+from lmagent.scheduler.inbox import Paths, SchedulerLocked, submit
+from lmagent.scheduler.service import start_background
+from lmagent.sessions.store import SessionBusy, SessionStore
+from lmagent.sessions.waiting import parse_time
+from tests.conftest import ROOT, make_config
+from tests.scripted_llm import ScriptedLLM, text
+from tests.test_sessions import held
 
 DONE = text("done\nTASK_COMPLETE")
 
@@ -125,15 +127,14 @@ def background(workspace, llm):
 SUBMITTER = """
 import sys, time
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import agent_scheduler
-from agent_core import Config
-config = Config.load(environ={"WORKSPACE": sys.argv[2]})
-go = Path(sys.argv[3])
+from lmagent.core.config import Config
+from lmagent.scheduler.inbox import submit
+config = Config.load(environ={"WORKSPACE": sys.argv[1]})
+go = Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.001)
-for i in range(int(sys.argv[5])):
-    agent_scheduler.submit(config, f"task {sys.argv[4]}-{i}")
+for i in range(int(sys.argv[4])):
+    submit(config, f"task {sys.argv[3]}-{i}")
 """
 
 
@@ -143,7 +144,8 @@ def test_a_thousand_tasks_from_four_processes_each_run_exactly_once(workspace, d
         go = tmp_path / "go"
         submitters = [
             subprocess.Popen(
-                [sys.executable, "-c", SUBMITTER, str(ROOT), str(workspace), str(go), str(p), "250"]
+                [sys.executable, "-c", SUBMITTER, str(workspace), str(go), str(p), "250"],
+                cwd=ROOT,
             )
             for p in range(4)
         ]

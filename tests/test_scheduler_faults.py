@@ -19,13 +19,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import make_config
-from scripted_llm import ScriptedLLM, text, tool_call
-from test_scheduler import DONE, files, history, runs, start_daemon, wait_for
 
-from agent_core import utc_now
-from agent_scheduler import Paths, start_background, submit
-from agent_sessions import SessionStore, new_session_id
+from lmagent.core.files import utc_now
+from lmagent.scheduler.inbox import Paths, submit
+from lmagent.scheduler.service import start_background
+from lmagent.sessions.store import SessionStore, new_session_id
+from tests.conftest import make_config
+from tests.scripted_llm import ScriptedLLM, text, tool_call
+from tests.test_scheduler import DONE, files, history, runs, start_daemon, wait_for
 
 FINAL = ("done", "failed")
 

@@ -12,7 +12,8 @@ import time
 
 import pytest
 import requests
-from scripted_llm import (
+
+from tests.scripted_llm import (
     NO_TURNS_LEFT,
     ScriptedLLM,
     call,

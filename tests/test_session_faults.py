@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import make_config, need
-from scripted_llm import call, text, tool_call, tool_calls
-from test_cli import Running, cli, cli_env
-from test_compaction import assert_paired
 
-from agent_history import CALL_CUT_OFF
-from agent_llm import run_agent
-from agent_sessions import Session, SessionNotFound, SessionStore
-from scheduler_files import Malformed, job_from_dict
+from lmagent.loop.history import CALL_CUT_OFF
+from lmagent.loop.run import run_agent
+from lmagent.scheduler.inbox import Malformed, job_from_dict
+from lmagent.sessions.store import Session, SessionNotFound, SessionStore
+from tests.conftest import make_config, need
+from tests.scripted_llm import call, text, tool_call, tool_calls
+from tests.test_cli import Running, cli, cli_env
+from tests.test_compaction import assert_paired
 
 DONE = text("Done.\nTASK_COMPLETE")
 LS = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}

@@ -9,18 +9,18 @@ import threading
 import time
 
 import pytest
-from conftest import make_config
-from scripted_llm import call, error, text, tool_call, tool_calls
-from test_cli import Running, cli, cli_env, only_session
-from test_compaction import assert_paired
 
-from agent_core import StopToken
-from agent_history import CALL_CUT_OFF
-from agent_llm import AgentRun, run_agent
-from agent_sessions import SessionBusy, SessionNotFound, SessionStore, new_session_id
-from agent_tools import default_toolset
-from tool_registry import make_tool
-from waiting_index import WaitingIndex
+from lmagent.core.stop import StopToken
+from lmagent.loop.history import CALL_CUT_OFF
+from lmagent.loop.run import AgentRun, run_agent
+from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore, new_session_id
+from lmagent.sessions.waiting import WaitingIndex
+from lmagent.tools.registry import make_tool
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config
+from tests.scripted_llm import call, error, text, tool_call, tool_calls
+from tests.test_cli import Running, cli, cli_env, only_session
+from tests.test_compaction import assert_paired
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
 
@@ -447,7 +447,7 @@ def test_every_call_is_in_the_transcript_before_its_tool_runs(workspace, llm, co
         tool_call("look", {"label": "b"}, id="call_look"),
         text("TASK_COMPLETE"),
     )
-    result = run_agent(config, "work", toolset=default_toolset().plus(tools))
+    result = run_agent(config, "work", toolset=build_toolset().plus(tools))
     llm.assert_all_used()
     assert seen == {"change": True, "look": True}
     roles = [m["role"] for m in store.open(result.session_id).transcript]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from conftest import make_config
-from scripted_llm import ScriptedLLM, text
-
-from agent_llm import run_agent
-from agent_setup import SMALL_CONTEXT, Runtime
+from lmagent.loop.run import run_agent
+from lmagent.runtime import Runtime
+from lmagent.tools.toolset import SMALL_CONTEXT
+from tests.conftest import make_config
+from tests.scripted_llm import ScriptedLLM, text
 
 
 def lmstudio(model_id="qwen-coder", kind="llm", context=32768, state="loaded") -> dict:

@@ -9,14 +9,15 @@ import threading
 import time
 
 import pytest
-from conftest import make_config, tool_context
-from scripted_llm import text, tool_call
 
-from agent_core import StopToken
-from agent_llm import run_agent
-from agent_tools import Services, default_toolset
+from lmagent.core.stop import StopToken
+from lmagent.loop.run import run_agent
+from lmagent.tools.registry import Services
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config, tool_context
+from tests.scripted_llm import text, tool_call
 
-pytest_plugins = ["sandbox_fixtures"]
+pytest_plugins = ["tests.sandbox_fixtures"]
 
 
 @pytest.fixture(params=["docker", "bwrap"])
@@ -27,7 +28,7 @@ def shell_env(request, require_backend, workspace, test_workspaces):
     config = make_config(workspace, sandbox_backend=request.param)
     services = Services(config)
     ctx = tool_context(config, services=services)
-    yield default_toolset(services), ctx
+    yield build_toolset(services), ctx
     services.close()
 
 

@@ -7,10 +7,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from conftest import make_config, tool_context
 
-from agent_sessions import SessionStore
-from agent_tools import default_toolset
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config, tool_context
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def session(workspace: Path):
 def run(workspace: Path, session):
     config = make_config(workspace)
     ctx = tool_context(config, session=session)
-    tools = default_toolset()
+    tools = build_toolset()
     return lambda name, **args: tools.execute(ctx, name, args)
 
 

@@ -10,11 +10,11 @@ import random
 import re
 
 import pytest
-from conftest import make_config
-from scripted_llm import call, text, tool_calls
 
-from llm_client import CUT_REPEATING, Callbacks, LLMClient
-from toolcall_parsing import extract_text_calls
+from lmagent.llm.client import CUT_REPEATING, Callbacks, LLMClient
+from lmagent.llm.toolcalls import extract_text_calls
+from tests.conftest import make_config
+from tests.scripted_llm import call, text, tool_calls
 
 MESSAGES = [{"role": "user", "content": "go"}]
 TOOLS = [

@@ -8,13 +8,8 @@ from typing import Annotated, Literal
 
 import pytest
 
-from agent_tools import default_toolset
-from tool_registry import (
-    ArgumentError,
-    ToolError,
-    Toolset,
-    make_tool,
-)
+from lmagent.tools.registry import ArgumentError, ToolError, Toolset, make_tool
+from lmagent.tools.toolset import build_toolset
 
 # Tool names and argument names from ../shared/CONTRACT.md: (required, optional).
 CONTRACT = {
@@ -55,7 +50,7 @@ CONTRACT = {
 
 @pytest.fixture
 def run(ctx):
-    tools = default_toolset()
+    tools = build_toolset()
     return lambda name, raw: tools.execute(ctx, name, raw)
 
 
@@ -72,7 +67,7 @@ def failed(result: dict, *fragments: str) -> bool:
 
 
 def test_schemas_name_every_contract_tool_and_argument_exactly():
-    schemas = {s["function"]["name"]: s["function"] for s in default_toolset().schemas()}
+    schemas = {s["function"]["name"]: s["function"] for s in build_toolset().schemas()}
     assert set(schemas) == set(CONTRACT)
     for name, (required, optional) in CONTRACT.items():
         parameters = schemas[name]["parameters"]
@@ -85,7 +80,7 @@ def test_schemas_name_every_contract_tool_and_argument_exactly():
 def test_schema_types_follow_the_signatures():
     props = {
         s["function"]["name"]: s["function"]["parameters"]["properties"]
-        for s in default_toolset().schemas()
+        for s in build_toolset().schemas()
     }
     assert props["read"]["offset"]["type"] == "integer"
     assert props["grep"]["paths"] == {
@@ -134,7 +129,7 @@ def test_make_tool_derives_schema_and_description_from_a_typed_function():
 
 
 def test_toolset_without_plus_and_permission_flags():
-    tools = default_toolset()
+    tools = build_toolset()
     assert tools.changes_things("write") and tools.changes_things("mkdir")
     assert not tools.changes_things("read") and not tools.changes_things("grep")
     assert tools.changes_things("no_such_tool")  # unknown tools are never waved through

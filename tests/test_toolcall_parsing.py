@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from toolcall_parsing import FORMAT_HINT, FormatError, extract_text_calls, strip_calls
+from lmagent.llm.toolcalls import FORMAT_HINT, FormatError, extract_text_calls, strip_calls
 
 CORPUS = json.loads((Path(__file__).parent / "data" / "toolcall_corpus.json").read_text("utf-8"))
 KNOWN = set(CORPUS["known"])

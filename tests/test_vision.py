@@ -6,11 +6,11 @@ import base64
 import io
 
 import pytest
-from conftest import make_config, tool_context
-from scripted_llm import ScriptedLLM, text
 
-from agent_tools import Toolset
-from agent_vision import MAX_SIDE, sniff_image, vision_tool
+from lmagent.tools.registry import Toolset
+from lmagent.tools.vision import MAX_SIDE, sniff_image, vision_tool
+from tests.conftest import make_config, tool_context
+from tests.scripted_llm import ScriptedLLM, text
 
 Image = pytest.importorskip("PIL.Image")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import ROOT, free_port, make_config
 
-from agent_web import create_app
-from web_server import announce, interface_addresses, outgoing_address
+from lmagent.web.app import create_app
+from lmagent.web.server import announce, interface_addresses, outgoing_address
+from tests.conftest import ROOT, free_port, make_config
 
 PIN = "24681357"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 64
@@ -182,8 +182,8 @@ def test_static_files_are_served_without_a_cdn(client):
     scripts = ("js/app.js", "js/log.js", "vendor/marked.umd.js", "vendor/purify.min.js")
     for path in scripts:
         assert client.get(f"/static/{path}").status_code == 200, path
-    assert (ROOT / "static" / "vendor" / "marked.LICENSE.md").is_file()
-    assert (ROOT / "static" / "vendor" / "dompurify.LICENSE").is_file()
+    assert (ROOT / "lmagent" / "web" / "static" / "vendor" / "marked.LICENSE.md").is_file()
+    assert (ROOT / "lmagent" / "web" / "static" / "vendor" / "dompurify.LICENSE").is_file()
 
 
 # --------------------------------------------------------------------------- files
@@ -283,7 +283,7 @@ def test_upload_refuses_an_uploads_link_leading_outside(signed_in, workspace, tm
 
 
 def test_sessions_are_listed_and_unknown_ids_are_404(signed_in, workspace):
-    from agent_sessions import SessionStore
+    from lmagent.sessions.store import SessionStore
 
     session = SessionStore(workspace).create("an old task", source="cli")
     session.append({"role": "user", "content": "an old task"})

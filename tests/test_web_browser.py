@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, make_config, need
-from scripted_llm import error, text, tool_call
-from test_web_support import CHROMIUM, CHROMIUM_ARGS, WebHarness
 
-from agent_sessions import SessionStore
+from lmagent.sessions.store import SessionStore
+from tests.conftest import ROOT, make_config, need
+from tests.scripted_llm import error, text, tool_call
+from tests.test_web_support import CHROMIUM, CHROMIUM_ARGS, WebHarness
 
 pytestmark = pytest.mark.browser
 
@@ -258,7 +258,7 @@ def test_reload_mid_run_shows_the_events_missed(browser, workspace, llm, buffer)
 
 
 def test_sub_agents_show_progress_rows(browser, workspace, llm):
-    from agent_setup import Runtime
+    from lmagent.runtime import Runtime
 
     brief = {
         "objective": "Write hello.txt with a greeting",

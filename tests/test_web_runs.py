@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import make_config
-from scripted_llm import text, tool_call
-from test_web_support import WebHarness
 
-from agent_sessions import SessionStore
-from web_events import EventHub
+from lmagent.sessions.store import SessionStore
+from lmagent.web.events import EventHub
+from tests.conftest import make_config
+from tests.scripted_llm import text, tool_call
+from tests.test_web_support import WebHarness
 
 SLOW = {"chunk_size": 2, "chunk_delay": 0.05}  # a reply that streams for a few seconds
 

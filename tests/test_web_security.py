@@ -14,12 +14,12 @@ import time
 
 import pytest
 import requests
-from conftest import make_config
-from test_web_support import EventReader
 
-from agent_web import create_app
-from web_auth import Guard, new_pin
-from web_server import ConnectionLimits, WebServer
+from lmagent.web.app import create_app
+from lmagent.web.auth import Guard, new_pin
+from lmagent.web.server import ConnectionLimits, WebServer
+from tests.conftest import make_config
+from tests.test_web_support import EventReader
 
 PIN = "2468135790"
 OWNER = "127.0.0.200"

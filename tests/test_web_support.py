@@ -19,8 +19,8 @@ from urllib.parse import urlencode, urlsplit
 
 import requests
 
-from agent_web import create_app
-from web_server import WebServer
+from lmagent.web.app import create_app
+from lmagent.web.server import WebServer
 
 PIN = "24681357"
 # Debian's Chromium driven by Playwright (never a downloaded browser); the flags keep it from

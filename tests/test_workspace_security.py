@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import make_config, tool_context
 
-from agent_sessions import SessionStore
-from agent_tools import default_toolset
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config, tool_context
 
 SECRET = "TOPSECRET-7f3a"
 PROTECTED_TEXT = "project context: be careful"
@@ -38,7 +38,7 @@ def box(tmp_path: Path, workspace: Path):
     (workspace / "inner").symlink_to(workspace / ".lmagent")
     (workspace / "md_link").symlink_to(workspace / ".lmagent.md")
     ctx = tool_context(config, session=session)
-    tools = default_toolset()
+    tools = build_toolset()
     return {
         "run": lambda name, args: tools.execute(ctx, name, args),
         "outside": outside,

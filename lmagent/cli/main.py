@@ -1,0 +1,140 @@
+"""Command line: one-shot runs, the REPL, and session listing. Only assembles and runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lmagent.core.config import VERSION
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line on stderr, exit code 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 1: exit 2 means "max iterations" here
+        raise CliError(f"{message} (see --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="agent_main.py",
+        description="LMAgent: a local coding agent for LM Studio and OpenAI-compatible servers.",
+    )
+    parser.add_argument("task", nargs="*", help="task to run once (omit for the interactive REPL)")
+    parser.add_argument("--workspace", help="the directory the agent works in")
+    parser.add_argument("--resume", metavar="SESSION_ID", help="continue a saved session")
+    parser.add_argument("--list-sessions", action="store_true", help="list saved sessions")
+    parser.add_argument("--plan", action="store_true", help="show a plan for approval first")
+    parser.add_argument("--permission", choices=("auto", "normal", "manual"))
+    parser.add_argument(
+        "--allow-unsandboxed-auto",
+        action="store_true",
+        help="allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
+    )
+    parser.add_argument("--no-mcp", action="store_true", help="do not start MCP servers")
+    parser.add_argument("--no-sub-agents", action="store_true", help="no delegate/decompose")
+    parser.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
+    parser.add_argument(
+        "--embedded", action="store_true", help="run against the bundled llama.cpp model"
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument("--scheduler", action="store_true", help="run the scheduler daemon")
+    parser.add_argument("--submit", metavar="TEXT", help="queue a task (text or JSON) for it")
+    parser.add_argument("--not-before", metavar="TIME", help="with --submit: start no earlier")
+    parser.add_argument("--scheduler-status", action="store_true", help="queue and recent runs")
+    parser.add_argument("--max-concurrent", type=int, metavar="N", help="scheduler tasks at once")
+    return parser
+
+
+def load_config(args: argparse.Namespace):
+    """Defaults → .env files → environment → command-line flags."""
+    from lmagent.core.config import Config, ConfigError
+
+    overrides = {
+        "workspace": args.workspace,
+        "permission_mode": args.permission,
+        "allow_unsandboxed_auto": True if args.allow_unsandboxed_auto else None,
+        "enable_mcp": False if args.no_mcp else None,
+        "enable_sub_agents": False if args.no_sub_agents else None,
+    }
+    try:
+        return Config.load(overrides=overrides)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:  # fast path: no configuration, no heavy imports
+        print(f"lmagent {VERSION}")
+        return 0
+    try:
+        args = build_parser().parse_args(argv)
+        if args.version:
+            print(f"lmagent {VERSION}")
+            return 0
+        return dispatch(args, load_config(args))
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. a workspace that cannot be created
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def dispatch(args: argparse.Namespace, config) -> int:
+    refuse_unsandboxed_auto(args, config)
+    if args.embedded or config.llm_url == "embedded":
+        return with_embedded_model(args, config)
+    return run_front_end(args, config)
+
+
+def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
+    """Auto mode with the process backend (the scheduler's tasks run in auto mode) runs every
+    command unisolated on the host: only when the user confirmed it."""
+    if args.list_sessions or args.submit is not None or args.scheduler_status:
+        return  # these run nothing
+    from lmagent.runtime import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
+
+    if args.scheduler:
+        refusal = unsandboxed_auto_refusal(config, "auto", SCHEDULER_RUNS_AUTO)
+    else:
+        refusal = unsandboxed_auto_refusal(config, config.permission_mode)
+    if refusal:
+        raise CliError(refusal)
+
+
+def with_embedded_model(args: argparse.Namespace, config) -> int:
+    """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
+    import lmagent.llm.embedded as embedded_llm
+
+    try:
+        server = embedded_llm.EmbeddedServer(embedded_llm.resolve_model(config.embedded_model))
+        server.start(progress=lambda text: print(f"· {text}", file=sys.stderr, flush=True))
+    except embedded_llm.EmbeddedError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        # a small model can ramble until its context is full: cap each reply unless told otherwise
+        changes = {"llm_url": server.url, "llm_max_tokens": config.llm_max_tokens or 1024}
+        return run_front_end(args, config.with_changes(**changes))
+    finally:
+        server.stop()
+
+
+def run_front_end(args: argparse.Namespace, config) -> int:
+    import lmagent.cli.terminal as agent_cli
+
+    if args.list_sessions:
+        return agent_cli.list_sessions(config, as_json=args.json)
+    if args.scheduler or args.submit is not None or args.scheduler_status:
+        from lmagent.cli.scheduler import cli as scheduler_cli
+
+        return scheduler_cli(config, args)
+    task = " ".join(args.task).strip()
+    if task or args.resume:
+        return agent_cli.one_shot(config, task, args)
+    return agent_cli.Repl(config, args).loop()

@@ -1,0 +1,96 @@
+"""The scheduler: an inbox of tasks on disk, a daemon that runs each one exactly once, and
+timed wake-ups of waiting sessions. Usable alone (`--scheduler`) or inside a front end
+(`start_background`, used by the REPL and the web UI).
+
+The parts: scheduler_files.py (tasks, `submit`, paths, the daemon lock, history),
+scheduler_queue.py (how task files move), scheduler_daemon.py (`Scheduler`), waiting_index.py
+(the index of waiting sessions every run keeps up to date). This module hosts the daemon in a
+front end's thread, reports its status, and is its command line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from lmagent.cli.terminal import TerminalIO, start_runtime, stop_on_signals
+from lmagent.core.config import Config
+from lmagent.core.stop import StopToken
+from lmagent.scheduler.daemon import Scheduler
+from lmagent.scheduler.inbox import (
+    SchedulerLocked,
+    json_object,
+    submit,
+)
+from lmagent.scheduler.service import status, status_lines
+
+
+def cli(config: Config, args) -> int:
+    """`--submit`, `--scheduler-status` and `--scheduler` for agent_main.py."""
+    if args.submit is not None:
+        try:
+            data = _cli_task(args)
+            path = submit(
+                config,
+                data.get("task"),
+                data.get("session_id"),
+                data.get("not_before"),
+                data.get("mode") or data.get("permission"),
+            )
+        except ValueError as exc:
+            print(f"error: cannot submit: {exc}", file=sys.stderr)
+            return 1
+        print(path)
+        return 0
+    if args.scheduler_status:
+        if args.json:
+            print(json.dumps(status(config), ensure_ascii=False))
+        else:
+            print("\n".join(status_lines(config)))
+        return 0
+    return run_daemon(config, args)
+
+
+def _cli_task(args) -> dict:
+    """`--submit TEXT` (or a JSON object), with --resume / --not-before / --permission."""
+    text = args.submit.strip()
+    data = json_object(text) if text.startswith("{") else {"task": text}
+    for key, value in (
+        ("session_id", getattr(args, "resume", None)),
+        ("not_before", getattr(args, "not_before", None)),
+        ("mode", getattr(args, "permission", None)),
+    ):
+        if value:
+            data[key] = value
+    return data
+
+
+def run_daemon(config: Config, args) -> int:
+    """Run the scheduler in the foreground. SIGINT/SIGTERM stop it gracefully (running tasks
+    are saved as interrupted and requeued); a second signal stops it at once."""
+    io = TerminalIO(as_json=bool(getattr(args, "json", False)))
+    if io.as_json:
+        log = lambda message: io.event({"type": "scheduler", "message": message})  # noqa: E731
+    else:
+        log = io.line
+    scheduler = Scheduler(
+        config,
+        concurrency=getattr(args, "max_concurrent", None),
+        sink_factory=(lambda job: io.event) if io.as_json else None,
+        log=log,
+    )
+    try:
+        scheduler.acquire()
+    except SchedulerLocked as exc:
+        io.error(str(exc))
+        return 1
+    stop = StopToken()
+    with stop_on_signals(stop, io):
+        scheduler.runtime = start_runtime(config)
+        try:
+            for line in scheduler.runtime.banner_lines():
+                log(f"scheduler: {line}")
+            scheduler.run_forever(stop)
+        finally:
+            scheduler.runtime.close()
+    return 0

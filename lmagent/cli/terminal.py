@@ -1,0 +1,532 @@
+"""Terminal front end: the IO object for all terminal output, one-shot runs and the REPL."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import lmagent.scheduler.service as agent_scheduler
+from lmagent.core.config import Config
+from lmagent.core.stop import StopToken
+from lmagent.core.workspace import Workspace
+from lmagent.llm.client import unreachable_message
+from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.run import RunResult, run_agent
+from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
+
+EXIT_CODES = {
+    "completed": 0,
+    "waiting": 0,
+    "max_iterations": 2,
+    "interrupted": 130,
+    "error": 1,
+    "blocked": 3,
+}
+ANSWERS = {"y": "allow", "yes": "allow", "allow": "allow", "a": "auto", "auto": "auto"}
+
+
+def _colours(enabled: bool) -> dict[str, str]:
+    if not enabled:
+        return dict.fromkeys(("dim", "red", "green", "yellow", "cyan", "bold", "reset"), "")
+    import colorama
+
+    colorama.just_fix_windows_console()
+    return {
+        "dim": colorama.Style.DIM,
+        "red": colorama.Fore.RED,
+        "green": colorama.Fore.GREEN,
+        "yellow": colorama.Fore.YELLOW,
+        "cyan": colorama.Fore.CYAN,
+        "bold": colorama.Style.BRIGHT,
+        "reset": colorama.Style.RESET_ALL,
+    }
+
+
+def one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+class TerminalIO:
+    """Renders loop events for a person, or as JSON lines for scripts; asks permissions."""
+
+    def __init__(self, as_json: bool = False, out=None, err=None, inp=None):
+        self.as_json = as_json
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.inp = inp or sys.stdin
+        self.c = _colours(not as_json and getattr(self.out, "isatty", lambda: False)())
+        self.mid_line = False
+        self.asking = False  # a prompt is waiting for stdin (Ctrl+C must not wait for Enter)
+        self.lock = threading.RLock()
+
+    def write(self, text: str, colour: str = "") -> None:
+        with self.lock:
+            self.out.write(f"{self.c.get(colour, '')}{text}{self.c['reset'] if colour else ''}")
+            self.out.flush()
+
+    def line(self, text: str, colour: str = "") -> None:
+        with self.lock:
+            if self.mid_line:
+                self.write("\n")
+                self.mid_line = False
+            self.write(text + "\n", colour)
+
+    def error(self, text: str) -> None:
+        """One line on stderr: the cause of a failure a user can act on."""
+        self.err.write(f"error: {one_line(text)}\n")
+        self.err.flush()
+
+    def event(self, event: dict) -> None:
+        if self.as_json:
+            with self.lock:
+                self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+                self.out.flush()
+            return
+        handler = getattr(self, f"on_{event['type']}", None)
+        if handler:
+            handler(event)
+
+    def _prefix(self, event: dict) -> str:
+        return f"[{event['agent_id']}] " if event.get("agent_id") else ""
+
+    def on_session(self, event: dict) -> None:
+        if not event.get("agent_id"):
+            how = "resumed" if event.get("resumed") else "new"
+            self.line(f"· session {event['session_id']} ({how}, mode {event.get('mode')})", "dim")
+
+    def on_token(self, event: dict) -> None:
+        if event.get("agent_id"):
+            return  # sub-agent text is summarised by its tool rows
+        self.write(event["text"])
+        self.mid_line = not event["text"].endswith("\n")
+
+    def on_thinking(self, event: dict) -> None:
+        if not event.get("agent_id"):
+            self.write(event["text"], "dim")
+            self.mid_line = True
+
+    def on_tool_call(self, event: dict) -> None:
+        args = event.get("arguments")
+        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        self.line(f"{self._prefix(event)}→ {event['name']} {text[:200]}", "cyan")
+
+    def on_tool_result(self, event: dict) -> None:
+        result = event.get("result") or {}
+        if event.get("success"):
+            self.line(f"{self._prefix(event)}  ✓ {event['name']}", "green")
+        else:
+            error = one_line(result.get("error", ""))
+            self.line(f"{self._prefix(event)}  ✗ {event['name']}: {error}"[:400], "red")
+
+    def on_status(self, event: dict) -> None:
+        self.line(f"{self._prefix(event)}· {event['message']}", "yellow")
+
+    def on_error(self, event: dict) -> None:
+        self.line(f"{self._prefix(event)}error: {one_line(event['message'])}", "red")
+
+    def on_done(self, event: dict) -> None:
+        if event.get("agent_id"):
+            return  # a sub-agent's "finished" status line already says how it ended
+        until = f" until {event['wait_until']}" if event.get("wait_until") else ""
+        colour = "green" if event["status"] == "completed" else "yellow"
+        self.line(
+            f"— {event['status']}{until} · {event['iterations']} iterations · "
+            f"{event['tokens']} tokens · session {event['session_id']}",
+            colour,
+        )
+
+    def ask(self, tool: str, arguments: dict) -> str:
+        """Permission prompt: y = allow, n = deny, a = auto for the rest of the run."""
+        if self.as_json:
+            self.event({"type": "permission_request", "tool": tool, "arguments": arguments})
+        elif tool == "plan":
+            self.line("Plan:", "bold")
+            for step in arguments.get("steps", []):
+                self.line(f"  {step['id']}. {step['description']}")
+            self.line("? carry out this plan  [y]es / [n]o", "bold")
+        else:
+            summary = json.dumps(arguments, ensure_ascii=False)[:300]
+            self.line(f"? allow {tool} {summary}  [y]es / [n]o / [a]uto", "bold")
+        self.asking = True
+        try:
+            answer = self.inp.readline()
+        finally:
+            self.asking = False
+        if not answer:
+            return "deny"  # no one is there to answer
+        return ANSWERS.get(answer.strip().lower(), "deny")
+
+
+@contextlib.contextmanager
+def stop_on_signals(
+    stop: StopToken, io: TerminalIO, signums: tuple = (signal.SIGINT, signal.SIGTERM)
+) -> Iterator[None]:
+    """While the block runs, SIGINT/SIGTERM stop the run (saved as interrupted). A signal that
+    arrives at a permission prompt, or a second one, interrupts at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if io.asking or stop.stopped:
+            raise KeyboardInterrupt
+        stop.stop("interrupted")
+
+    previous = {signum: signal.signal(signum, handler) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+def start_runtime(config: Config):
+    """The per-process parts every run shares: model probe, tools, sub-agents, MCP, sandbox."""
+    from lmagent.runtime import Runtime
+
+    return Runtime(config).start()
+
+
+def one_shot(config: Config, task: str, args, runtime=None) -> int:
+    """Run one task (or resume a session) to its end; the exit code tells how it ended."""
+    io = TerminalIO(as_json=args.json)
+    stop = StopToken()
+    owned = runtime is None
+    try:
+        with stop_on_signals(stop, io):
+            runtime = runtime or start_runtime(config)
+            if not runtime.model.reachable:  # no server at all: say so now, not after retries
+                io.error(unreachable_message(config.llm_url))
+                return 1
+            for warning in runtime.warnings:
+                io.event({"type": "status", "session_id": None, "message": f"warning: {warning}"})
+            result = run_agent(
+                config,
+                task or None,
+                session_id=args.resume,
+                sink=io.event,
+                gate=PermissionGate(config.permission_mode, io.ask),
+                stop=stop,
+                plan_first=args.plan,
+                source="cli",
+                **runtime.run_options(),
+            )
+    except (SessionNotFound, SessionBusy) as exc:
+        io.error(exc.args[0])
+        return 1
+    finally:
+        if owned and runtime is not None:
+            runtime.close()
+    return report(result, config, io)
+
+
+def report(result: RunResult, config: Config, io: TerminalIO) -> int:
+    if result.status == "error":
+        io.error(explain_error(result, config))
+    return EXIT_CODES.get(result.status, 1)
+
+
+def explain_error(result: RunResult, config: Config) -> str:
+    if result.extra.get("unreachable"):
+        return unreachable_message(config.llm_url)
+    return one_line(result.message)
+
+
+def list_sessions(config: Config, as_json: bool = False, write: Callable | None = None) -> int:
+    """Print the saved sessions (newest first), one per line; JSON objects with as_json."""
+    write = write or print
+    sessions = SessionStore(config.workspace).list()
+    if as_json:
+        for meta in sessions:
+            write(json.dumps(meta, ensure_ascii=False))
+        return 0
+    if not sessions:
+        write(f"no sessions in {config.workspace}")
+        return 0
+    for meta in sessions:
+        if meta["status"] == "damaged":
+            write(f"{meta['id']}  damaged        {one_line(meta['error'])}")
+            continue
+        task = one_line(meta.get("task", ""))[:60]
+        write(
+            f"{meta['id']}  {meta.get('status', '?'):<14} {str(meta.get('updated', ''))[:19]}  "
+            f"{meta.get('iterations', 0):>4} it  {task}"
+        )
+    return 0
+
+
+class Repl:
+    """Interactive loop: each line continues the current session; slash commands as cmd_*."""
+
+    PROMPT = "› "
+
+    def __init__(self, config: Config, args, io: TerminalIO | None = None, runtime=None):
+        self.config = config
+        self.args = args
+        self.io = io or TerminalIO()
+        self.mode = config.permission_mode
+        self.session_id: str | None = getattr(args, "resume", None)
+        self.plan_next = bool(getattr(args, "plan", False))
+        self.owns_runtime = runtime is None
+        self.runtime = runtime
+        self.stop: StopToken | None = None
+        self.running = False  # a task of the REPL's own is running (the scheduler waits)
+        self.scheduler: agent_scheduler.BackgroundScheduler | None = None
+
+    def loop(self) -> int:
+        Workspace(self.config.workspace).ensure()
+        self.runtime = self.runtime or start_runtime(self.config)
+        history = _setup_readline(self.config.workspace) if self._interactive() else None
+        self.io.line(f"LMAgent · mode {self.mode}", "bold")
+        for line in self.runtime.banner_lines():
+            self.io.line(f"  {line}", "yellow" if line.startswith("warning") else "dim")
+        if not self.runtime.model.source:
+            self.io.line(f"  warning: no LLM server answered at {self.config.llm_url}", "yellow")
+        self.start_scheduler()
+        self.io.line("Type a task, /help for commands, quit to leave.", "dim")
+        try:
+            while True:
+                try:
+                    line = self.read_line()
+                    if line is None or not self.handle(line.strip()):
+                        break
+                except KeyboardInterrupt:
+                    self.io.line("(Ctrl+C: type quit to leave)", "dim")
+        finally:
+            _save_readline(history)
+            if self.scheduler is not None:
+                self.scheduler.stop()  # running scheduled tasks are requeued
+            if self.owns_runtime:
+                self.runtime.close()
+        return 0
+
+    def start_scheduler(self) -> None:
+        """Host the scheduler in the background while the REPL runs, unless one already runs
+        on this workspace (a daemon, the web UI or another REPL): then that one does the work."""
+        from lmagent.runtime import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
+
+        refusal = unsandboxed_auto_refusal(self.config, "auto", SCHEDULER_RUNS_AUTO)
+        if refusal:
+            self.io.line(f"  scheduler: not started here: {refusal}", "yellow")
+            return
+        try:
+            self.scheduler = agent_scheduler.start_background(
+                self.config, self.scheduled_sink, runtime=self.runtime, busy=lambda: self.running
+            )
+        except agent_scheduler.SchedulerLocked:
+            self.io.line("  scheduler: already running for this workspace elsewhere", "dim")
+            return
+        except OSError as exc:  # e.g. a read-only workspace: the REPL still works
+            self.io.line(f"  warning: the scheduler cannot start: {one_line(exc)}", "yellow")
+            return
+        concurrency = self.scheduler.scheduler.concurrency
+        self.io.line(f"  scheduler: running here ({concurrency} at a time)", "dim")
+
+    def scheduled_sink(self, job) -> Callable[[dict], None]:
+        """One line when a scheduled run starts and one when it ends, apart from the chat."""
+
+        def sink(event: dict) -> None:
+            if event.get("agent_id"):
+                return
+            prefix = f"[scheduled] session {event['session_id']}"
+            if event["type"] == "session":
+                self.io.line(f"{prefix} started: {job.summary()}", "dim")
+            elif event["type"] == "done":
+                self.io.line(f"{prefix} {_ending(event)}", "dim")
+
+        return sink
+
+    def _interactive(self) -> bool:
+        return self.io.inp is sys.stdin and sys.stdin.isatty()
+
+    def read_line(self) -> str | None:
+        """The next input line, or None at end of input."""
+        if self._interactive():
+            try:
+                return input(self.PROMPT)
+            except EOFError:
+                return None
+        with self.io.lock:
+            self.io.write(self.PROMPT)
+            self.io.mid_line = True  # a scheduled run's line starts below the prompt
+        line = self.io.inp.readline()
+        with self.io.lock:
+            self.io.write(line if line.endswith("\n") else line + "\n")  # input is not echoed
+            self.io.mid_line = False
+        return line or None
+
+    def handle(self, line: str) -> bool:
+        """Act on one input line; False means leave the REPL."""
+        if not line:
+            return True
+        if line in ("quit", "exit", "/quit", "/exit"):
+            return False
+        if line.startswith("/"):
+            name, _, rest = line[1:].partition(" ")
+            command = getattr(self, f"cmd_{name.lower()}", None)
+            if command is None:
+                self.io.line(f"unknown command /{name}; /help lists them", "red")
+                return True
+            try:
+                command(rest.strip())
+            except (OSError, ValueError, KeyError) as exc:
+                self.io.line(f"/{name} failed: {one_line(exc)}", "red")
+            return True
+        self.run_task(line)
+        return True
+
+    def run_task(self, task: str) -> RunResult | None:
+        """Run one task in the current session; Ctrl+C stops it and returns to the prompt."""
+        self.stop = StopToken()
+        gate = PermissionGate(self.mode, self.io.ask)
+        self.running = True
+        try:
+            with stop_on_signals(self.stop, self.io, (signal.SIGINT,)):
+                result = run_agent(
+                    self.config,
+                    task,
+                    session_id=self.session_id,
+                    sink=self.io.event,
+                    gate=gate,
+                    stop=self.stop,
+                    plan_first=self.plan_next,
+                    source="repl",
+                    **self.runtime.run_options(),
+                )
+        except SessionNotFound as exc:
+            self.io.line(f"error: {exc.args[0]}", "red")
+            self.session_id = None
+            return None
+        except SessionBusy as exc:
+            self.io.line(f"error: {exc.args[0]}", "red")
+            return None
+        finally:
+            self.running = False
+        self.plan_next = False
+        self.session_id = result.session_id
+        if result.status == "error":
+            self.io.line(f"error: {explain_error(result, self.config)}", "red")
+        return result
+
+    # ------------------------------------------------------------------ slash commands
+
+    def cmd_help(self, arg: str) -> None:
+        """Show the commands."""
+        for name in sorted(n for n in dir(self) if n.startswith("cmd_")):
+            doc = (getattr(self, name).__doc__ or "").strip()
+            self.io.line(f"/{name[4:]:<9} {doc}")
+        self.io.line("quit, exit  leave the REPL")
+
+    def cmd_sessions(self, arg: str) -> None:
+        """List saved sessions."""
+        list_sessions(self.config, write=self.io.line)
+
+    def cmd_mode(self, arg: str) -> None:
+        """Show or set the permission mode: /mode auto|normal|manual."""
+        if arg:
+            if arg.lower() not in ("auto", "normal", "manual"):
+                self.io.line("usage: /mode auto|normal|manual", "red")
+                return
+            from lmagent.runtime import unsandboxed_auto_refusal
+
+            refusal = unsandboxed_auto_refusal(self.config, arg.lower())
+            if refusal:
+                self.io.line(refusal, "red")
+                return
+            self.mode = arg.lower()
+        self.io.line(f"permission mode: {self.mode}")
+
+    def cmd_plan(self, arg: str) -> None:
+        """Plan the next task and ask for approval before acting."""
+        self.plan_next = True
+        self.io.line("the next task starts with a plan for your approval")
+
+    def cmd_todo(self, arg: str) -> None:
+        """Show the todos and plan of the current session."""
+        session = self._current()
+        if session is None:
+            return
+        state = session.state
+        if not state.todos and not state.plan:
+            self.io.line("no todos or plan in this session")
+        for step in state.plan:
+            self.io.line(f"step {step['id']} [{step['status']}] {step['description']}")
+        for todo in state.todos:
+            self.io.line(f"#{todo['id']} [{todo['status']}] {todo['description']}")
+
+    def cmd_status(self, arg: str) -> None:
+        """Show model, workspace, mode, sandbox, MCP, the session and the scheduler."""
+        session = self._current(quiet=True)
+        meta = session.meta if session is not None else None
+        self.io.line(f"permission mode: {self.mode}")
+        for line in self.runtime.status_lines(meta):
+            self.io.line(line)
+        if meta is not None:
+            iterations = meta.get("iterations", 0)
+            self.io.line(f"session status: {meta['status']}, {iterations} iterations")
+        for line in agent_scheduler.status_lines(self.config, recent=5):
+            self.io.line(line)
+
+    def cmd_soul(self, arg: str) -> None:
+        """Show the personality file (.lmagent/.soul.md)."""
+        path = Path(self.config.workspace) / ".lmagent" / ".soul.md"
+        text = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+        self.io.line(text or f"no personality set; write one to {path}")
+
+    def cmd_new(self, arg: str) -> None:
+        """Start a new session with the next task."""
+        self.session_id = None
+        self.io.line("the next task starts a new session")
+
+    def cmd_session(self, arg: str) -> None:
+        """Show the current session, or switch: /session ID."""
+        if arg:
+            try:
+                self.session_id = SessionStore(self.config.workspace).open(arg).id
+            except SessionNotFound as exc:
+                self.io.line(str(exc.args[0]), "red")
+                return
+        self.io.line(f"session: {self.session_id or '(new)'}")
+
+    def _current(self, quiet: bool = False):
+        if not self.session_id:
+            if not quiet:
+                self.io.line("no session yet; type a task first")
+            return None
+        return SessionStore(self.config.workspace).open(self.session_id)
+
+
+def _ending(done: dict) -> str:
+    """How a run ended, in one line: status, wait, error, iterations, tokens."""
+    text = done["status"]
+    if done.get("wait_until"):
+        text += f" until {done['wait_until']}"
+    if done["status"] == "error":
+        text += f": {one_line(done['message'])[:200]}"
+    return f"{text} · {done['iterations']} iterations · {done['tokens']} tokens"
+
+
+def _setup_readline(workspace: Path):
+    try:
+        import readline
+    except ImportError:
+        return None
+    path = Path(workspace) / ".lmagent" / "repl_history"
+    with contextlib.suppress(OSError):
+        readline.read_history_file(path)
+    readline.set_history_length(1000)
+    return path
+
+
+def _save_readline(path) -> None:
+    if path is None:
+        return
+    import readline
+
+    with contextlib.suppress(OSError):
+        readline.write_history_file(path)

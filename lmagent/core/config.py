@@ -1,0 +1,299 @@
+"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
+loop detection and the permission gate (sessions are in agent_sessions).
+
+Everything here is front-end neutral and imports nothing from the other agent modules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from dotenv import dotenv_values
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+
+VERSION = "0.1.0"
+# the directory holding the lmagent package: a checkout's root, where agent_main.py lives
+SCRIPT_DIR = Path(__file__).resolve().parents[2]
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names the variable and what is allowed."""
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def _parse_bool(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r} is not valid; allowed: true, false")
+
+
+def _parse_number(kind: type, low: float | None = None, high: float | None = None):
+    noun = "a whole number" if kind is int else "a number"
+    if high is not None:
+        allowed = f"{noun} from {low} to {high}"
+    else:
+        allowed = f"{noun} of at least {low}" if low is not None else noun
+
+    def parse(name: str, raw: str):
+        try:
+            value = kind(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}") from None
+        if not math.isfinite(value):
+            raise ConfigError(f"{name}={raw!r} is not a finite number; allowed: {allowed}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ConfigError(f"{name}={raw!r} is out of range; allowed: {allowed}")
+        return value
+
+    return parse
+
+
+def _parse_choice(*choices: str):
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ConfigError(f"{name}={raw!r} is not valid; allowed: {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+def _parse_str(name: str, raw: str) -> str:
+    return raw.strip()
+
+
+def _parse_path(name: str, raw: str) -> Path:
+    if not raw.strip():
+        raise ConfigError(f"{name} is empty; set it to a directory path")
+    try:
+        return Path(raw.strip()).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a symlink loop, no $HOME
+        raise ConfigError(f"{name}={raw!r} is not a usable directory path ({exc})") from None
+
+
+def _parse_url(name: str, raw: str) -> str:
+    """An http(s) URL with a host (and a valid port, if any), or "embedded"."""
+    value = raw.strip()
+    allowed = "an http:// or https:// URL such as http://localhost:1234/v1/chat/completions"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid ({exc}); allowed: {allowed}") from None
+    if value != "embedded" and (parts.scheme not in ("http", "https") or not parts.hostname):
+        raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}")
+    return value
+
+
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _parse_host(name: str, raw: str) -> str:
+    """An IP address or a host name (not looked up here: that is the web server's job)."""
+    value = raw.strip()
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(value))
+    labels = value.removesuffix(".").split(".")
+    named = all(_HOST_LABEL.fullmatch(label) for label in labels) and not labels[-1].isdigit()
+    if len(value) > 253 or not named:
+        raise ConfigError(
+            f"{name}={raw!r} is not valid; allowed: an IP address (0.0.0.0 for every interface, "
+            "127.0.0.1 for this machine only, ::) or a host name"
+        )
+    return value
+
+
+def _setting(env: str, parse, default: str, doc: str):
+    return field(
+        default=None, metadata={"env": env, "parse": parse, "default": default, "doc": doc}
+    )
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings resolved once at start-up (defaults → .env files → environment → flags)."""
+
+    workspace: Path = _setting(
+        "WORKSPACE", _parse_path, "~/lm_workspace", "the only directory the agent may touch"
+    )
+    llm_url: str = _setting(
+        "LLM_URL",
+        _parse_url,
+        "http://localhost:1234/v1/chat/completions",
+        "OpenAI-compatible chat completions endpoint",
+    )
+    llm_api_key: str = _setting("LLM_API_KEY", _parse_str, "lm-studio", "bearer token for the LLM")
+    llm_model: str = _setting("LLM_MODEL", _parse_str, "", "model id; blank = the loaded model")
+    llm_temperature: float = _setting(
+        "LLM_TEMPERATURE", _parse_number(float, 0, 2), "0.65", "sampling temperature"
+    )
+    llm_timeout: float = _setting(
+        "LLM_TIMEOUT", _parse_number(float, 1), "560", "seconds to wait for the LLM"
+    )
+    llm_retries: int = _setting(
+        "LLM_RETRIES", _parse_number(int, 0, 50), "4", "retries for refused connections and 5xx"
+    )
+    llm_retry_delay: float = _setting(
+        "LLM_RETRY_DELAY", _parse_number(float, 0), "0.5", "first back-off delay in seconds"
+    )
+    permission_mode: str = _setting(
+        "PERMISSION_MODE", _parse_choice("auto", "normal", "manual"), "normal", "auto/normal/manual"
+    )
+    max_iterations: int = _setting(
+        "MAX_ITERATIONS", _parse_number(int, 1), "500", "loop iterations per run"
+    )
+    thinking_model: bool = _setting(
+        "THINKING_MODEL", _parse_bool, "true", "strip <think> blocks from the context"
+    )
+    enable_sub_agents: bool = _setting(
+        "ENABLE_SUB_AGENTS", _parse_bool, "true", "offer delegate/decompose"
+    )
+    agent_max_depth: int = _setting(
+        "AGENT_MAX_DEPTH", _parse_number(int, 0, 10), "3", "maximum sub-agent depth"
+    )
+    sub_agent_concurrency: int = _setting(
+        "SUB_AGENT_CONCURRENCY", _parse_number(int, 1, 8), "2", "sub-agents run at once"
+    )
+    sub_agent_max_iterations: int = _setting(
+        "SUB_AGENT_MAX_ITERATIONS", _parse_number(int, 1), "50", "loop iterations per sub-agent"
+    )
+    sub_agent_time_budget: float = _setting(
+        "SUB_AGENT_TIME_BUDGET", _parse_number(float, 1), "3600", "wall-clock seconds per sub-agent"
+    )
+    agent_dir_retention_days: float = _setting(
+        "AGENT_DIR_RETENTION_DAYS",
+        _parse_number(float, 0),
+        "0",
+        "delete finished sub-agent directories older than this many days (0 = keep)",
+    )
+    shell_workspace_only: bool = _setting(
+        "SHELL_WORKSPACE_ONLY", _parse_bool, "true", "refuse commands naming outside paths"
+    )
+    vision_enabled: str = _setting(
+        "VISION_ENABLED", _parse_choice("auto", "true", "false"), "auto", "auto/true/false"
+    )
+    summarization_threshold: int = _setting(
+        "SUMMARIZATION_THRESHOLD",
+        _parse_number(int, 1000),
+        "80000",
+        "estimated tokens that trigger compaction",
+    )
+    scheduler_poll_interval: float = _setting(
+        "SCHEDULER_POLL_INTERVAL", _parse_number(float, 0.05), "60", "scheduler latency bound (s)"
+    )
+    scheduler_concurrency: int = _setting(
+        "SCHEDULER_CONCURRENCY", _parse_number(int, 1, 16), "1", "scheduled tasks run at once"
+    )
+    sandbox_backend: str = _setting(
+        "SANDBOX_BACKEND",
+        _parse_choice("auto", "docker", "bwrap", "process"),
+        "auto",
+        "auto/docker/bwrap/process",
+    )
+    sandbox_image: str = _setting(
+        "SANDBOX_IMAGE", _parse_str, "lmagent-sandbox:latest", "image for the Docker backend"
+    )
+    sandbox_network: str = _setting(
+        "SANDBOX_NETWORK", _parse_choice("none", "bridge"), "none", "network for sandboxed commands"
+    )
+    allow_unsandboxed_auto: bool = _setting(
+        "ALLOW_UNSANDBOXED_AUTO",
+        _parse_bool,
+        "false",
+        "allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
+    )
+    agent_host: str = _setting("AGENT_HOST", _parse_host, "0.0.0.0", "web UI bind address")
+    agent_port: int = _setting("AGENT_PORT", _parse_number(int, 1, 65535), "7860", "web UI port")
+    agent_token: str = _setting("AGENT_TOKEN", _parse_str, "", "web UI PIN (blank = random)")
+    enable_mcp: bool = _setting("ENABLE_MCP", _parse_bool, "true", "start MCP servers")
+    mcp_start_timeout: float = _setting(
+        "MCP_START_TIMEOUT",
+        _parse_number(float, 1, 600),
+        "30",
+        "seconds all MCP servers together have to start (one still starting is stopped)",
+    )
+    llm_max_tokens: int = _setting(
+        "LLM_MAX_TOKENS", _parse_number(int, 0), "0", "cap on tokens per reply (0 = server default)"
+    )
+    embedded_model: str = _setting(
+        "EMBEDDED_MODEL", _parse_str, "", "GGUF file for --embedded (blank = bundled SmolLM2)"
+    )
+
+    @classmethod
+    def load(
+        cls,
+        environ: dict[str, str] | None = None,
+        overrides: dict[str, object] | None = None,
+        cwd: Path | None = None,
+    ) -> Config:
+        """Resolve settings: defaults, then .env files, then `environ`, then `overrides`."""
+        environ = dict(os.environ if environ is None else environ)
+        raw = {f.metadata["env"]: f.metadata["default"] for f in fields(cls)}
+        from_files: dict[str, str] = {}
+        for env_file in _dotenv_files(cwd or Path.cwd()):
+            for key, value in _read_dotenv(env_file).items():
+                if value is not None and key in raw:
+                    from_files.setdefault(key, value)  # an earlier file is never overridden
+        raw.update(from_files)
+        raw.update({k: v for k, v in environ.items() if k in raw})
+        values = {
+            f.name: f.metadata["parse"](f.metadata["env"], raw[f.metadata["env"]])
+            for f in fields(cls)
+        }
+        for name, value in (overrides or {}).items():
+            if value is not None:
+                values[name] = value
+        config = cls(**values)
+        return replace(config, workspace=_parse_path("WORKSPACE", str(config.workspace)))
+
+    def with_changes(self, **changes) -> Config:
+        return replace(self, **changes)
+
+
+def _dotenv_files(cwd: Path) -> list[Path]:
+    """`.env` in `cwd`, then `.env` next to the scripts (which only fills in what is unset):
+    the current directory's file outranks the checkout's, as the README says."""
+    files = [cwd / ".env", SCRIPT_DIR / ".env"]
+    seen, result = set(), []
+    for path in files:
+        real = path.resolve()
+        if real not in seen and path.is_file():
+            seen.add(real)
+            result.append(path)
+    return result
+
+
+def _read_dotenv(path: Path) -> dict[str, str | None]:
+    """The values of one .env file (UTF-8, a byte-order mark allowed); ConfigError, naming the
+    file and the fix, when it cannot be read."""
+    try:
+        return dotenv_values(path, encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def describe_settings() -> list[tuple[str, str, str]]:
+    """(variable, default, meaning) for every setting, in declaration order."""
+    return [(f.metadata["env"], f.metadata["default"], f.metadata["doc"]) for f in fields(Config)]

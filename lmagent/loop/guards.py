@@ -1,0 +1,47 @@
+"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
+loop detection and the permission gate (sessions are in agent_sessions).
+
+Everything here is front-end neutral and imports nothing from the other agent modules.
+"""
+
+from __future__ import annotations
+
+import json
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+# --------------------------------------------------------------------------- loop detection
+
+
+class LoopDetector:
+    """Counts identical tool calls (name + normalised arguments) since the workspace changed."""
+
+    def __init__(self, warn_at: int = 3, stop_at: int = 5):
+        self.warn_at = warn_at
+        self.stop_at = stop_at
+        self.counts: dict[str, int] = {}
+
+    @staticmethod
+    def signature(name: str, arguments: object) -> str:
+        return f"{name}:" + json.dumps(_normalise(arguments), sort_keys=True, default=str)
+
+    def record(self, name: str, arguments: object, changed_workspace: bool) -> int:
+        """Count this call and return how many times it has now been made."""
+        key = self.signature(name, arguments)
+        if changed_workspace and key not in self.counts:
+            self.counts = {}  # a new change to the workspace: earlier repeats were not a loop
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return self.counts[key]
+
+
+def _normalise(value: object) -> object:
+    if isinstance(value, str):
+        return " ".join(value.split())
+    if isinstance(value, dict):
+        return {str(k): _normalise(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_normalise(v) for v in value]
+    return value

@@ -1,0 +1,170 @@
+"""The conversation as recorded and as sent: assistant and tool-result messages built from a
+reply, the view that keeps every tool call paired with its result (servers reject orphans),
+and the repair of calls a crash left without a result."""
+
+from __future__ import annotations
+
+import json
+
+from lmagent.llm.client import Reply
+from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.sessions.store import Session
+
+TOOL_RESULT_CHARS = 30_000  # a longer result is cut in the middle
+CALL_CUT_OFF = (
+    "the run was cut off (the agent was killed or crashed) while this call ran, so it may or "
+    "may not have taken effect. Check whether it did (read the file, list the directory, look "
+    "at the processes) before you repeat it."
+)
+
+
+def assistant_message(reply: Reply, native_calls: list[dict]) -> dict:
+    """The reply as recorded. Its thinking is kept for the transcript (`reasoning`); requests
+    never carry it (llm_client.clean_message)."""
+    message: dict = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        message["reasoning"] = reply.reasoning
+    if native_calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": _history_arguments(c)},
+            }
+            for c in native_calls
+        ]
+    return message
+
+
+def result_messages(calls: list[dict], results: list[dict], native: bool) -> list[dict]:
+    """The history messages carrying tool results: one per native call, or one user message
+    with every result of calls written as text."""
+    pairs = zip(calls, results, strict=True)
+    if native:
+        return [
+            {"role": "tool", "tool_call_id": call["id"], "content": _result_text(result)}
+            for call, result in pairs
+        ]
+    text = "\n".join(
+        f'<tool_result name="{call["name"]}">{_result_text(result)}</tool_result>'
+        for call, result in pairs
+    )
+    return [{"role": "user", "content": text}]
+
+
+def _history_arguments(call: dict) -> str:
+    """Arguments as stored for the server: a JSON object text (servers reject anything else)."""
+    arguments = call["arguments"]
+    if isinstance(arguments, dict):
+        return json.dumps(arguments, ensure_ascii=False)
+    try:
+        value = json.loads(arguments or "{}")
+    except (ValueError, RecursionError):
+        return "{}"
+    return arguments if isinstance(value, dict) else "{}"
+
+
+def _result_text(result: dict) -> str:
+    text = json.dumps(result, ensure_ascii=False)
+    if len(text) > TOOL_RESULT_CHARS:
+        half = TOOL_RESULT_CHARS // 2
+        text = text[:half] + f" …[{len(text) - TOOL_RESULT_CHARS} characters cut]… " + text[-half:]
+    return text
+
+
+def cut_off_result(call: dict) -> dict:
+    """The result of a call that was recorded but never answered: the process died while it
+    ran, so it may have had its effect. Names the call, so the model can check it."""
+    return {
+        "success": False,
+        "error": CALL_CUT_OFF,
+        "tool": call["name"],
+        "arguments": _decoded(call["arguments"]),
+    }
+
+
+def _decoded(arguments: object) -> object:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except (ValueError, RecursionError):
+            return arguments
+    return arguments
+
+
+def _plain_call(call: dict) -> dict:
+    """A recorded native tool call as {"id", "name", "arguments"}."""
+    function = call["function"]
+    return {"id": call["id"], "name": function["name"], "arguments": function["arguments"]}
+
+
+def _missing_result(call: dict) -> dict:
+    """The tool message for a recorded native `call` without a result."""
+    (message,) = result_messages([call], [cut_off_result(call)], native=True)
+    return message
+
+
+class PairedHistory:
+    """The history as sent: every assistant tool call directly followed by its result (a missing
+    one is filled in), and no tool message without its call. Servers reject either.
+
+    Only messages appended since the last call are examined, so a step costs the same at step
+    500 as at step 10; a rewrite of the history (compaction) starts over."""
+
+    def __init__(self):
+        self.revision: int | None = None
+        self.seen = 0
+        self.out: list[dict] = []
+        self.waiting: list[dict] = []  # the latest calls still without a result (_plain_call)
+
+    def __call__(self, session: Session) -> list[dict]:
+        history = session.history
+        if session.revision != self.revision or self.seen > len(history):
+            self.__init__()
+            self.revision = session.revision
+        for message in history[self.seen :]:
+            self.add(message)
+        self.seen = len(history)
+        return self.out + [_missing_result(call) for call in self.waiting]
+
+    def add(self, message: dict) -> None:
+        if message.get("role") == "tool":
+            call = next((c for c in self.waiting if c["id"] == message.get("tool_call_id")), None)
+            if call is not None:
+                self.waiting.remove(call)
+                self.out.append(message)
+            return
+        self.out.extend([_missing_result(call) for call in self.waiting])
+        self.out.append(message)
+        self.waiting = [_plain_call(c) for c in message.get("tool_calls") or ()]
+
+
+def repair_history(session: Session, tool_names: frozenset[str] = frozenset()) -> None:
+    """Record a result for every call of the last step that has none: the process died while
+    they ran (kill -9, a crash, a power cut), so the model is told that each may have had its
+    effect and to check before repeating it. `tool_names` finds calls written as text."""
+    calls, native = unanswered_calls(session.history, tool_names)
+    if calls:
+        session.extend(result_messages(calls, [cut_off_result(c) for c in calls], native))
+
+
+def unanswered_calls(history: list[dict], tool_names: frozenset[str]) -> tuple[list[dict], bool]:
+    """(calls, native): the calls of the last assistant message that have no result."""
+    index = len(history) - 1
+    while index >= 0 and history[index].get("role") == "tool":
+        index -= 1
+    if index < 0 or history[index].get("role") != "assistant":
+        return [], True
+    message = history[index]
+    if message.get("tool_calls"):
+        answered = {m.get("tool_call_id") for m in history[index + 1 :]}
+        calls = [_plain_call(c) for c in message["tool_calls"]]
+        return [c for c in calls if c["id"] not in answered], True
+    if index < len(history) - 1 or not tool_names:
+        return [], False
+    content = message.get("content")
+    text = content if isinstance(content, str) else ""
+    try:  # calls written as text are answered by the next (user) message
+        return extract_text_calls(text, set(tool_names)), False
+    except FormatError:
+        return [], False

@@ -1,0 +1,51 @@
+"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
+loop detection and the permission gate (sessions are in agent_sessions).
+
+Everything here is front-end neutral and imports nothing from the other agent modules.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+# --------------------------------------------------------------------------- permissions
+
+
+class PermissionGate:
+    """Decides whether a tool call may run: auto never asks, normal asks before anything that
+    changes files or runs commands, manual asks for everything. Answering "auto" switches the
+    rest of the run (and its sub-agents, which share the gate) to auto."""
+
+    def __init__(self, mode: str, ask: Callable[[str, dict], str] | None = None):
+        self.mode = mode
+        self.ask = ask
+        self._lock = threading.Lock()
+
+    def needs_asking(self, changes_things: bool) -> bool:
+        return self.mode == "manual" or (self.mode == "normal" and changes_things)
+
+    def request(self, tool: str, arguments: dict, changes_things: bool) -> tuple[bool, str]:
+        """(allowed, note). Sub-agents running in parallel ask one at a time."""
+        if not self.needs_asking(changes_things):
+            return True, ""
+        if self.ask is None:
+            return False, (
+                f"{tool} needs permission in {self.mode} mode and nobody can be asked; "
+                "run with --permission auto to allow it"
+            )
+        with self._lock:
+            if not self.needs_asking(changes_things):
+                return True, ""
+            answer = str(self.ask(tool, arguments)).strip().lower()
+        if answer == "auto":
+            self.mode = "auto"
+            return True, "permission mode switched to auto for the rest of this run"
+        if answer == "allow":
+            return True, ""
+        return False, f"the user denied permission for {tool}; do not retry it, choose another way"

@@ -1,0 +1,187 @@
+"""What the model is told, and how its plain-text replies are read (the completion protocol).
+
+TASK_COMPLETE on its own line ends a task, `BLOCKED: reason` ends it as blocked,
+`WAIT: <ISO-8601 time>: reason` parks it; a reply that only announces work does not end it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from lmagent.core.status import STATUS_WAITING
+from lmagent.core.workspace import Workspace
+from lmagent.llm.toolcalls import strip_calls
+from lmagent.sessions.store import Session
+from lmagent.tools.registry import Toolset
+
+ANNOUNCES_WORK = re.compile(
+    r"\b(I['’]ll|I will|I['’]m going to|I am going to|let me(?! know)|let['’]s|next,? I|"
+    r"now,? I|I need to|I shall|I['’]m now|I am now|going to (?:create|write|run|edit|read))\b",
+    re.I,
+)
+WAIT_START = re.compile(r"^\s*[*_`]*WAIT[*_`]*:", re.M)
+WAIT_LINE = re.compile(
+    r"^\s*[*_`]*WAIT[*_`]*:\s*(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
+    r"(?:[Zz]|[+-]\d{2}:?\d{2})?)\s*:?\s*(.*)$",
+    re.M,
+)
+COMMAND_BLOCK = re.compile(r"^\s*```(?:bash|sh|shell|console|zsh|powershell|cmd)\b", re.I | re.M)
+BLOCKED_LINE = re.compile(r"^\s*[*_`]*BLOCKED[*_`]*:\s*(.+)$", re.M)
+COMPLETE_LINE = re.compile(r"^\s*[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M)
+
+PLAN_REQUEST = (
+    "Before doing anything, write a short numbered plan (one line per step, at most 10 steps) "
+    "for this task. Do not call tools yet."
+)
+PLAN_APPROVED = (
+    "The plan is approved. Carry it out step by step with tools; after finishing each step call "
+    "plan_complete_step with its number."
+)
+NUDGE_ANNOUNCED = (
+    "You described a next step but did not call a tool. Call the tool now. "
+    "If everything is already done, reply TASK_COMPLETE."
+)
+NUDGE_COMMANDS = (
+    "Commands written in a code block are not run, and their output above is not real. If the "
+    "task needs them, run them with the shell tool now. If nothing needs running, reply "
+    "TASK_COMPLETE."
+)
+NUDGE_REPEATING = (
+    "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
+    "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
+)
+NUDGE_EMPTY = (
+    "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
+)
+BAD_WAIT = (
+    "WAIT needs a valid ISO-8601 time, e.g. WAIT: 2030-01-31T09:00:00+01:00: the reason. "
+    "Reply again."
+)
+
+
+_ENDING = (
+    "When the task is fully done, reply with a short summary and TASK_COMPLETE on its own line. "
+    "If you cannot proceed, reply BLOCKED: <reason>. To continue later, reply "
+    "WAIT: <ISO-8601 time>: <reason>."
+)
+_ENDING_CHILD = (
+    "You are a sub-agent working from a brief. When the work is done, or you cannot do it, call "
+    "report_result: it ends your work and is all your parent sees. TASK_COMPLETE reports nothing."
+)
+
+
+def system_prompt(
+    workspace: Workspace, session: Session, toolset: Toolset, native_tools: bool
+) -> str:
+    """The system message: rules, protocol, project context, personality and pinned progress."""
+    # the date only: a prompt that changes every second defeats the server's prompt cache
+    today = datetime.now().astimezone().strftime("%Y-%m-%d (%A), time zone %Z (UTC%z)")
+    parts = [
+        "You are LMAgent, an autonomous coding agent working on the user's machine.",
+        f"Workspace: {workspace.root} — every path is relative to it; nothing outside it can be "
+        f"touched. Shell commands run in a sandbox with the workspace as the current directory. "
+        f"Today is {today}; get_time gives the exact time.",
+        "Act with tools; do not describe what you would do, do it. Check your work (read files "
+        "back, run tests) before finishing.",
+        _ENDING_CHILD if "report_result" in toolset else _ENDING,
+        "If you cannot make native tool calls, write each call as "
+        '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.',
+    ]
+    if not native_tools:
+        parts.append("Tools:\n" + "\n".join(_tool_line(s) for s in toolset.schemas()))
+    project = _optional_text(workspace.root / ".lmagent.md")
+    if project:
+        parts.append("Project context (.lmagent.md):\n" + project)
+    soul = _optional_text(workspace.data_dir / ".soul.md")
+    if soul:
+        parts.append("Personality (.soul.md):\n" + soul)
+    pinned = session.state.pinned_text()
+    if pinned:
+        parts.append("Your recorded progress (always current):\n" + pinned)
+    return "\n\n".join(parts)
+
+
+def _tool_line(schema: dict) -> str:
+    function = schema["function"]
+    args = ", ".join(function["parameters"]["properties"])
+    return f"- {function['name']}({args}): {function['description']}"
+
+
+def _optional_text(path: Path, limit: int = 8000) -> str:
+    """A context file's text without HTML comments (the sandbox's stub is only a comment)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return re.sub(r"<!--.*?-->", "", text, flags=re.S).strip()[:limit]
+
+
+def parse_plan(text: str) -> list[dict]:
+    """Numbered lines ("1. ...", "Step 2) ...") as plan steps."""
+    steps = []
+    for line in text.splitlines():
+        match = re.match(r"^\s*(?:step\s*)?(\d+)[.):]\s+(.+)$", line, re.I)
+        if match:
+            steps.append(
+                {"id": len(steps) + 1, "description": match.group(2).strip(), "status": "pending"}
+            )
+    return steps
+
+
+def parse_wait(text: str) -> tuple[datetime, str] | None:
+    """(time in UTC, reason) of a WAIT line; None without one; ValueError when it is unreadable.
+
+    A time without a zone is the user's local time."""
+    if not WAIT_START.search(text):
+        return None
+    match = WAIT_LINE.search(text)
+    if not match:
+        raise ValueError("WAIT without a readable ISO-8601 time")
+    stamp = match.group(1).replace(" ", "T")
+    stamp = re.sub(r"[Zz]$", "+00:00", stamp)
+    stamp = re.sub(r"([+-]\d{2})(\d{2})$", r"\1:\2", stamp)
+    when = datetime.fromisoformat(stamp)
+    if when.tzinfo is None:
+        when = when.astimezone()
+    return when.astimezone(timezone.utc), match.group(2).strip()
+
+
+def final_text(content: str) -> str:
+    """The reply shown as the run's final message: without tool calls or the marker line."""
+    return COMPLETE_LINE.sub("", strip_calls(content)).strip()
+
+
+def announces_work(content: str) -> bool:
+    """True when the end of a reply says the model is about to do something."""
+    return bool(ANNOUNCES_WORK.search("\n".join(content.strip().splitlines()[-3:])))
+
+
+def shows_commands(content: str) -> bool:
+    """True when a reply holds a shell code block (a small model "running" commands in text)."""
+    return bool(COMMAND_BLOCK.search(content))
+
+
+def open_work_nudge(count: int) -> str:
+    return (
+        f"{count} todo(s)/plan step(s) are still open. Continue with them, or mark them done "
+        "and reply TASK_COMPLETE."
+    )
+
+
+def resume_message(session: Session) -> str:
+    """The user message that tells the model its session was resumed, and why it stopped."""
+    meta = session.meta
+    now = datetime.now().astimezone().isoformat(timespec="seconds")
+    status = meta.get("status")
+    if status == STATUS_WAITING:
+        return (
+            f"It is now {now}. You asked to wait until {meta.get('wait_until')} "
+            f"({meta.get('wait_reason') or 'no reason given'}). Continue the task."
+        )
+    how = "stopped unexpectedly" if status == "running" else f"ended as '{status}'"
+    return (
+        f"The run was resumed at {now} after it {how}. "
+        "Check the current state of the workspace and continue the task."
+    )

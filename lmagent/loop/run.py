@@ -1,0 +1,686 @@
+"""The execution loop every front end shares.
+
+A step is: maybe compact, query the model, then either run the tool calls or decide whether the
+reply ends the run. How a run ends is expressed by small exceptions (mini-swe-agent style); the
+transcript is durable after every message, so a crash still leaves a resumable session.
+What the model is told and how its plain replies are read lives in agent_prompts.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from lmagent.core.config import Config
+from lmagent.core.status import (
+    STATUS_BLOCKED,
+    STATUS_COMPLETED,
+    STATUS_ERROR,
+    STATUS_INTERRUPTED,
+    STATUS_MAX_ITERATIONS,
+    STATUS_RUNNING,
+    STATUS_WAITING,
+)
+from lmagent.core.stop import StopToken
+from lmagent.core.workspace import Workspace
+from lmagent.llm.client import (
+    CUT_REPEATING,
+    Callbacks,
+    ContextOverflow,
+    LLMClient,
+    LLMError,
+    LLMStopped,
+    LLMTimeout,
+    LLMUnreachable,
+)
+from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.loop.compaction import Compactor, estimate_tokens
+from lmagent.loop.guards import LoopDetector
+from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
+from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.prompts import (
+    BAD_WAIT,
+    BLOCKED_LINE,
+    COMPLETE_LINE,
+    NUDGE_ANNOUNCED,
+    NUDGE_COMMANDS,
+    NUDGE_EMPTY,
+    NUDGE_REPEATING,
+    PLAN_APPROVED,
+    PLAN_REQUEST,
+    announces_work,
+    final_text,
+    open_work_nudge,
+    parse_plan,
+    parse_wait,
+    resume_message,
+    shows_commands,
+    system_prompt,
+)
+from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
+from lmagent.sessions.waiting import record_ending
+from lmagent.tools.registry import (
+    ArgumentError,
+    Services,
+    ToolContext,
+    Toolset,
+    bind_arguments,
+    parse_arguments,
+)
+from lmagent.tools.toolset import build_toolset
+
+__all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent", "system_prompt"]
+
+MAX_FORMAT_ERRORS = 3
+MAX_NUDGES = 3
+Sink = Callable[[dict], None]
+CALL_NOT_RUN = "not run: the run ended before this call"
+SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
+
+
+# --------------------------------------------------------------------------- how runs end
+
+
+class RunEnded(Exception):
+    status = STATUS_COMPLETED
+
+    def __init__(self, message: str = "", **extra):
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+
+class Completed(RunEnded):
+    status = STATUS_COMPLETED
+
+
+class Blocked(RunEnded):
+    status = STATUS_BLOCKED
+
+
+class Waiting(RunEnded):
+    status = STATUS_WAITING
+
+
+class Interrupted(RunEnded):
+    status = STATUS_INTERRUPTED
+
+
+class LimitsExceeded(RunEnded):
+    status = STATUS_MAX_ITERATIONS
+
+
+class Failed(RunEnded):
+    status = STATUS_ERROR
+
+
+@dataclass
+class RunResult:
+    status: str
+    session_id: str
+    message: str = ""
+    iterations: int = 0
+    tokens: int = 0
+    wait_until: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class AgentRun:
+    """One run of the loop over one session."""
+
+    def __init__(
+        self,
+        config: Config,
+        session: Session,
+        *,
+        sink: Sink | None = None,
+        gate: PermissionGate | None = None,
+        stop: StopToken | None = None,
+        toolset: Toolset | None = None,
+        services: Services | None = None,
+        client: LLMClient | None = None,
+        depth: int = 0,
+        agent_id: str = "main",
+        max_iterations: int | None = None,
+        context_length: int | None = None,
+    ):
+        self.config = config
+        self.session = session
+        self.sink = sink or (lambda event: None)
+        self.gate = gate or PermissionGate(config.permission_mode)
+        self.stop = stop or StopToken()
+        self.services = services or Services(config)
+        self.toolset = toolset or build_toolset(self.services)
+        self.client = client or LLMClient(config)
+        self.depth = depth
+        self.agent_id = agent_id
+        self.max_iterations = max_iterations or config.max_iterations
+        threshold = config.summarization_threshold
+        if context_length:
+            threshold = min(threshold, int(context_length * 0.7))
+        self.compactor = Compactor(threshold)
+        self.loops = LoopDetector()
+        self.iterations = 0
+        self.tokens = 0  # used by this run (the session's meta counts its whole life)
+        self.format_errors = 0
+        self.nudges = 0
+        self.nudged_open_work = False
+        self.nudged_commands = False
+        self.called_tools = False  # in this run
+        self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
+        self.last_calls_ok = True
+        self.loop_message = ""
+        self._system: dict | None = None
+        self.final_result: dict | None = None
+        self.paired = PairedHistory()
+        self.ctx = ToolContext(
+            config=config,
+            workspace=Workspace(config.workspace),
+            session=session,
+            services=self.services,
+            stop=self.stop,
+            emit=self.sink,
+            ask=self.gate.ask,
+            depth=depth,
+            agent_id=agent_id,
+            extras={"gate": self.gate, "client": self.client},
+        )
+
+    # ------------------------------------------------------------------ events
+
+    def emit(self, kind: str, **data) -> None:
+        event = {"type": kind, "session_id": self.session.id, **data}
+        if self.depth:
+            event.update(agent_id=self.agent_id, depth=self.depth)
+        self.sink(event)
+
+    # ------------------------------------------------------------------ driving
+
+    def run(self, plan_first: bool = False) -> RunResult:
+        try:
+            self.session.save_meta(status=STATUS_RUNNING, wait_until=None, error=None)
+            self.index_wait(STATUS_RUNNING, None)  # resumed early: its wake-up is void
+            if plan_first:
+                self.make_plan()
+            while True:
+                self.step()
+        except RunEnded as exc:
+            ended = exc
+        except LLMStopped as exc:
+            ended = Interrupted(str(exc) or "stopped")
+        except LLMTimeout as exc:
+            ended = Failed(f"{exc}; a slow model may need a larger LLM_TIMEOUT", timed_out=True)
+        except LLMUnreachable as exc:
+            ended = Failed(str(exc), unreachable=True)
+        except ContextOverflow as exc:
+            ended = Failed(f"the conversation does not fit the model's context: {exc}")
+        except LLMError as exc:
+            ended = Failed(f"LLM request failed: {exc}")
+        except KeyboardInterrupt:
+            ended = Interrupted("interrupted")
+        except Exception as exc:  # a bug or a full disk must still leave the session resumable
+            ended = _failure(exc, self.session.id)
+        return self.finish(ended)
+
+    def finish(self, ended: RunEnded) -> RunResult:
+        meta = _ending_meta(ended)
+        try:
+            self.session.save_meta(**meta)
+        except OSError as exc:  # not even written in place: the session is resumable as it is
+            ended = _failure(exc, self.session.id)
+            meta = _ending_meta(ended)
+        self.index_wait(ended.status, meta["wait_until"], meta["wait_reason"] or ended.message)
+        result = RunResult(
+            status=ended.status,
+            session_id=self.session.id,
+            message=ended.message,
+            iterations=self.iterations,
+            tokens=self.tokens,
+            wait_until=meta["wait_until"],
+            extra=ended.extra,
+        )
+        if ended.status == STATUS_ERROR:
+            self.emit("error", message=ended.message)
+        self.emit(
+            "done",
+            status=result.status,
+            message=result.message,
+            iterations=result.iterations,
+            tokens=result.tokens,
+            wait_until=result.wait_until,
+        )
+        return result
+
+    def index_wait(self, status: str, wait_until: str | None, reason: str = "") -> None:
+        """Keep the workspace's waiting index in step with this session, so a scheduler
+        (in any process) wakes it on time; sub-agents' waits are their parent's business."""
+        if self.depth:
+            return
+        with contextlib.suppress(OSError):  # the index is a hint; the session stays the truth
+            extra = {"reason": reason, "mode": self.gate.mode} if wait_until else {}
+            record_ending(self.config.workspace, self.session.id, status, wait_until, **extra)
+
+    def check_limits(self) -> None:
+        if self.stop.stopped:
+            raise Interrupted(self.stop.reason or "stopped")
+        if self.iterations >= self.max_iterations:
+            raise LimitsExceeded(f"reached the limit of {self.max_iterations} iterations")
+
+    def count_iteration(self) -> None:
+        self.check_limits()
+        self.iterations += 1
+        self.session.meta["iterations"] = self.session.meta.get("iterations", 0) + 1
+        self.emit("iteration", n=self.iterations, max=self.max_iterations)
+
+    def step(self) -> None:
+        self._system = None  # rebuilt once per step: progress and context files may change
+        self.count_iteration()
+        self.compact_if_needed()
+        reply = self.query()
+        if _is_empty(reply) and self.client.native_tools:
+            # some servers (llama-cpp-python's function calling) can only answer in text
+            # when no tools are offered: ask once more without them before calling it empty
+            self.emit("status", message="empty reply; asking again without tool definitions")
+            reply = self.query(tools=False)
+        if reply.finish_reason == CUT_REPEATING:
+            self.session.append(assistant_message(reply, []))  # kept to one copy of the loop
+            self.push(NUDGE_REPEATING, "the model keeps repeating itself")
+            return
+        try:
+            calls, native = self.parse(reply)
+        except FormatError as exc:
+            self.session.append(assistant_message(reply, []))
+            self.reprompt(str(exc))
+            return
+        message = assistant_message(reply, calls if native else [])
+        if not calls:
+            self.session.append(message)
+            self.decide(reply.content)
+            return
+        self.format_errors = 0
+        self.nudges = 0
+        self.run_calls(message, calls, native)
+        if COMPLETE_LINE.search(reply.content) and self.last_calls_ok:
+            raise Completed(final_text(reply.content))
+
+    # ------------------------------------------------------------------ model
+
+    def system_message(self) -> dict:
+        if self._system is None:
+            prompt = system_prompt(
+                self.ctx.workspace, self.session, self.toolset, self.client.native_tools
+            )
+            self._system = {"role": "system", "content": prompt}
+        return self._system
+
+    def messages(self) -> list[dict]:
+        """What the model is sent: the system prompt, then the history with calls paired."""
+        return [self.system_message(), *self.paired(self.session)]
+
+    def callbacks(self) -> Callbacks:
+        return Callbacks(
+            on_token=lambda text: self.emit("token", text=text),
+            on_thinking=lambda text: self.emit("thinking", text=text),
+            on_status=lambda text: self.emit("status", message=text),
+        )
+
+    def query(self, tools: bool = True):
+        """One reply; a context overflow compacts the conversation and retries exactly once."""
+        try:
+            return self.ask_model(tools)
+        except ContextOverflow:
+            self.emit("status", message="the context is full; compacting and retrying once")
+            if not self.compact(force=True):
+                raise
+            return self.ask_model(tools)
+
+    def ask_model(self, tools: bool):
+        messages = self.messages()
+        schemas = self.toolset.schemas() if tools and self.client.native_tools else []
+        reply = self.client.chat(messages, schemas, self.callbacks(), self.stop)
+        self.count_tokens(reply, estimate_tokens(messages[:1]) + self.session.history_tokens)
+        return reply
+
+    def count_tokens(self, reply, sent_estimate: int) -> None:
+        usage = reply.usage or {}
+        prompt = int(usage.get("prompt_tokens") or 0)
+        total = usage.get("total_tokens") or prompt + int(usage.get("completion_tokens") or 0)
+        if not total:
+            total = sent_estimate + reply.completion_tokens
+        if prompt:
+            self.prompt_overhead = max(0, prompt - sent_estimate)
+        self.tokens += int(total)
+        self.session.meta["tokens"] = self.session.meta.get("tokens", 0) + int(total)
+        self.session.meta["last_tokens_per_second"] = round(reply.tokens_per_second, 1)
+
+    def parse(self, reply) -> tuple[list[dict], bool]:
+        """(calls, native): native tool_calls win; otherwise calls written as text."""
+        if reply.tool_calls:
+            return [dict(c) for c in reply.tool_calls], True
+        calls = extract_text_calls(reply.content, set(self.toolset.names()))
+        for index, call in enumerate(calls):
+            call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
+        return calls, False
+
+    # ------------------------------------------------------------------ history
+
+    def reprompt(self, problem: str) -> None:
+        """Tell the model its reply could not be used; after MAX_FORMAT_ERRORS the run fails."""
+        self.format_errors += 1
+        if self.format_errors > MAX_FORMAT_ERRORS:
+            raise Failed(
+                f"the model's replies could not be used {self.format_errors} times in a row "
+                f"(last problem: {problem[:200]})"
+            )
+        self.emit("status", message=f"format error {self.format_errors}/{MAX_FORMAT_ERRORS}")
+        self.session.append({"role": "user", "content": problem})
+
+    def push(self, text: str, stuck: str) -> None:
+        """Nudge the model on; after MAX_NUDGES in a row the run ends blocked with `stuck`."""
+        if self.nudges >= MAX_NUDGES:
+            raise Blocked(stuck)
+        self.nudge(text)
+
+    def nudge(self, text: str) -> None:
+        self.nudges += 1
+        self.emit("status", message="the model stopped early; nudging it to continue")
+        self.session.append({"role": "user", "content": text})
+
+    # ------------------------------------------------------------------ tools
+
+    def run_calls(self, message: dict, calls: list[dict], native: bool) -> None:
+        """Record the assistant `message`, run its calls, record their results. When every call
+        only reads, the results join the message's fsync instead of waiting for it (a power
+        cut then loses at most this step, and nothing it changed)."""
+        self.session.append(message)
+        self.called_tools = True
+        reads_only = not any(self.toolset.changes_things(call["name"]) for call in calls)
+        self.last_calls_ok = True
+        results = []
+        for call in calls:
+            if self.stop.stopped or self.final_result:
+                results.append({"success": False, "error": CALL_NOT_RUN})
+                continue
+            result = self.run_call(call)
+            self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
+            if result.get("final") and result.get("success"):
+                self.final_result = result  # e.g. a sub-agent's report_result ends its run
+            results.append(result)
+        self.session.extend(result_messages(calls, results, native), group=reads_only)
+        self.session.save_meta(durable=False)
+        if self.stop.stopped:
+            raise Interrupted(self.stop.reason or "stopped")
+        if self.loop_message:
+            raise Blocked(self.loop_message)
+        if self.final_result:
+            raise Completed(self.final_result.get("summary", ""), result=self.final_result)
+
+    def run_call(self, call: dict) -> dict:
+        name, raw = call["name"], call["arguments"]
+        self.emit("tool_call", id=call["id"], name=name, arguments=raw)
+        result = self.execute(name, raw)
+        self.check_loop(name, raw, result)
+        self.emit(
+            "tool_result",
+            id=call["id"],
+            name=name,
+            result=result,
+            success=bool(result.get("success")),
+        )
+        return result
+
+    def execute(self, name: str, raw) -> dict:
+        """Check the arguments, ask permission when the mode needs it, then run the tool."""
+        tool = self.toolset.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return self.toolset.execute(self.ctx, name, raw)  # refused, with the list offered
+        try:
+            arguments = bind_arguments(tool, raw)
+        except ArgumentError as exc:
+            result = {"success": False, "error": f"bad arguments: {exc}"}
+            if isinstance(raw, str):
+                result["arguments_received"] = raw[:300]
+            return result
+        if self.gate.needs_asking(tool.changes_things):
+            self.emit("status", message=f"waiting for permission: {name}")
+        allowed, note = self.gate.request(name, arguments, tool.changes_things)
+        if not allowed:
+            return {"success": False, "error": note}
+        if note:
+            self.emit("status", message=note)
+        if tool.changes_things:
+            self.session.sync()  # the call that causes a change is on disk before the change
+        return self.toolset.execute(self.ctx, name, raw)
+
+    def check_loop(self, name: str, raw, result: dict) -> None:
+        changed = bool(result.get("success")) and self.toolset.changes_things(name)
+        count = self.loops.record(name, _try_json(raw), changed)
+        if count >= self.loops.stop_at:
+            self.loop_message = (
+                f"stuck in a loop: {name} was called {count} times with the same arguments"
+            )
+        elif count >= self.loops.warn_at:
+            result["warning"] = (
+                f"you have made this exact {name} call {count} times; its result will not "
+                "change. Do something different or finish."
+            )
+
+    # ------------------------------------------------------------------ endings
+
+    def decide(self, content: str) -> None:
+        """A reply without tool calls: finish, park, or push the model to keep going."""
+        if not content.strip():
+            self.reprompt(NUDGE_EMPTY)
+            return
+        blocked = BLOCKED_LINE.search(content)
+        if blocked:
+            raise Blocked(blocked.group(1).strip())
+        if self.decide_wait(content):
+            return
+        if COMPLETE_LINE.search(content):
+            raise Completed(final_text(content))
+        if announces_work(content):
+            self.push(NUDGE_ANNOUNCED, "the model keeps announcing work without calling tools")
+            return
+        if shows_commands(content) and not self.called_tools and not self.nudged_commands:
+            self.nudged_commands = True  # once: a how-to answer may show commands on purpose
+            self.nudge(NUDGE_COMMANDS)
+            return
+        unfinished = self.session.state.open_todos() or self.session.state.open_steps()
+        if unfinished and not self.nudged_open_work:
+            self.nudged_open_work = True
+            self.nudge(open_work_nudge(len(unfinished)))
+            return
+        raise Completed(content.strip())
+
+    def decide_wait(self, content: str) -> bool:
+        """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise."""
+        try:
+            parsed = parse_wait(content)
+        except ValueError:
+            self.reprompt(BAD_WAIT)
+            return True
+        if parsed is None:
+            return False
+        when, reason = parsed
+        if when <= datetime.now(timezone.utc):
+            self.nudge(f"The time {when.isoformat()} has already passed; continue the task now.")
+            return True
+        raise Waiting(reason or "waiting", wait_until=when.isoformat(), wait_reason=reason)
+
+    def make_plan(self) -> None:
+        """Ask for a numbered plan and for the user's approval before any tool runs."""
+        self.session.append({"role": "user", "content": PLAN_REQUEST})
+        self.count_iteration()
+        reply = self.query(tools=False)
+        self.session.append(assistant_message(reply, []))
+        steps = parse_plan(reply.content) or [
+            {"id": 1, "description": reply.content.strip()[:500], "status": "pending"}
+        ]
+        if self.gate.ask is not None:
+            answer = str(self.gate.ask("plan", {"steps": steps})).strip().lower()
+            if answer not in ("allow", "auto"):
+                raise Blocked("the plan was not approved; nothing was done")
+        self.session.state.plan = steps
+        self.session.save_state()
+        self.session.append({"role": "user", "content": PLAN_APPROVED})
+
+    # ------------------------------------------------------------------ compaction
+
+    def context_tokens(self) -> int:
+        """Estimated prompt size, corrected by what the server last counted beyond our estimate."""
+        system = estimate_tokens([self.system_message()])
+        return system + self.session.history_tokens + self.prompt_overhead
+
+    def compact_if_needed(self) -> None:
+        if self.compactor.too_big(self.context_tokens()):
+            self.compact()
+
+    def compact(self, force: bool = False) -> bool:
+        """Summarise the head of the history so the context drops to about half the threshold
+        (or, after the server reported an overflow, the history to about half its size)."""
+        history_tokens = self.session.history_tokens
+        if force:  # the server's real limit is below what we assumed: halve the history
+            budget = history_tokens // 2 - SUMMARY_TOKENS
+        else:
+            fixed = self.context_tokens() - history_tokens
+            budget = self.compactor.threshold // 2 - fixed - SUMMARY_TOKENS
+        plan = self.compactor.compact(self.session.history, max(0, budget))
+        if plan is None:
+            return False
+        end, summary = plan
+        before = self.context_tokens()
+        self.session.record_compaction(0, end, summary)
+        self.emit(
+            "status", message=f"compacted the context: ~{before} → ~{self.context_tokens()} tokens"
+        )
+        return True
+
+
+def _ending_meta(ended: RunEnded) -> dict:
+    """The metadata a session's ending writes."""
+    return {
+        "status": ended.status,
+        "last_message": ended.message[:2000],
+        "error": ended.message if ended.status == STATUS_ERROR else None,
+        "wait_until": ended.extra.get("wait_until"),
+        "wait_reason": ended.extra.get("wait_reason"),
+    }
+
+
+def _failure(exc: Exception, session_id: str) -> Failed:
+    """How a run that raised ends: a full disk is for the user to fix, anything else is a bug."""
+    if disk_full(exc):
+        return Failed(disk_full_message(exc, session_id), disk_full=True)
+    return Failed(f"internal error: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+
+
+def _try_json(raw) -> object:
+    try:
+        return parse_arguments(raw)
+    except ArgumentError:
+        return raw
+
+
+def _is_empty(reply) -> bool:
+    return not reply.tool_calls and not reply.content.strip()
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def open_session(
+    config: Config,
+    task: str | None,
+    session_id: str | None = None,
+    session: Session | None = None,
+    tool_names: frozenset[str] = frozenset(),
+    **create_options,
+) -> tuple[Session, bool]:
+    """(session, resumed): a new session holding `task`, or a saved one (given, or by id) with
+    its cut-off calls repaired and the new task or a resume message appended. A session that
+    has no message yet (its run was killed at once) starts with the task it was made for."""
+    if session is None and not session_id:
+        session = new_session(config, task, **create_options)
+    elif session is None:
+        session = SessionStore(config.workspace).open(session_id)
+    else:
+        session.refresh()  # another run may have added to it since the caller opened it
+    resumed = bool(session.history)  # a caller may pass a session it has just created
+    repair_history(session, tool_names)
+    if task and task.strip():
+        text = task.strip()
+    else:
+        text = resume_message(session) if resumed else session.meta["task"]
+    session.append({"role": "user", "content": text})
+    return session, resumed
+
+
+def new_session(config: Config, task: str | None, **create_options) -> Session:
+    """An empty new session for `task` (raises ValueError without one)."""
+    if not task or not task.strip():
+        raise ValueError("a task is needed to start a new session")
+    return SessionStore(config.workspace).create(task.strip(), **create_options)
+
+
+def run_agent(
+    config: Config,
+    task: str | None = None,
+    *,
+    session_id: str | None = None,
+    session: Session | None = None,
+    sink: Sink | None = None,
+    ask: Callable[[str, dict], str] | None = None,
+    gate: PermissionGate | None = None,
+    stop: StopToken | None = None,
+    toolset: Toolset | None = None,
+    services: Services | None = None,
+    client: LLMClient | None = None,
+    plan_first: bool = False,
+    source: str = "cli",
+    parent_id: str | None = None,
+    context_length: int | None = None,
+    **run_options,
+) -> RunResult:
+    """Run (or resume) one task to its end. The same function serves every front end.
+
+    The session's lock is held for the whole run. Raises SessionBusy when another run (any
+    thread or process) holds it, SessionNotFound for an unknown `session_id`, ValueError
+    without task or session."""
+    Workspace(config.workspace).ensure()
+    gate = gate or PermissionGate(config.permission_mode, ask)
+    services = services or Services(config)
+    toolset = toolset or build_toolset(services)
+    store = SessionStore(config.workspace)
+    create = {"parent_id": parent_id, "source": source, "mode": gate.mode}
+    if session is None and not session_id:
+        session = new_session(config, task, **create)
+    with store.lock(session.id if session is not None else store.resolve(session_id)):
+        names = frozenset(toolset.names())
+        session, resumed = open_session(config, task, session_id, session, names, **create)
+        run = AgentRun(
+            config,
+            session,
+            sink=sink,
+            gate=gate,
+            stop=stop,
+            toolset=toolset,
+            services=services,
+            client=client,
+            context_length=context_length,
+            **run_options,
+        )
+        run.emit("session", task=session.meta.get("task"), resumed=resumed, mode=gate.mode)
+        for problem in session.problems:
+            run.emit("status", message=f"warning: session {session.id}: {problem}")
+        try:
+            return run.run(plan_first=plan_first)
+        finally:
+            session.close()

@@ -1,0 +1,183 @@
+"""What every front end sets up once per process: the model probe, MCP servers, the vision
+tool, the sandbox services, and the tool set each run is offered."""
+
+from __future__ import annotations
+
+import json
+
+from lmagent.core.config import Config
+from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
+from lmagent.loop.compaction import estimate_tokens
+from lmagent.subagents.tools import agent_toolset
+from lmagent.tools.mcp import MCPManager, describe_command
+from lmagent.tools.registry import Services, Toolset, sandbox_config
+from lmagent.tools.toolset import SMALL_CONTEXT
+from lmagent.tools.vision import vision_tool
+
+SCHEDULER_RUNS_AUTO = "the scheduler (its tasks run in auto permission mode)"
+
+
+def unsandboxed_auto_refusal(
+    config: Config, mode: str, what: str = "auto permission mode"
+) -> str | None:
+    """Why `what` may not start: in auto mode with the process backend every command would run
+    unisolated on the host without anyone being asked. None when that is not so, or the user
+    confirmed it (ALLOW_UNSANDBOXED_AUTO / --allow-unsandboxed-auto)."""
+    if mode != "auto" or config.sandbox_backend != "process" or config.allow_unsandboxed_auto:
+        return None
+    return (
+        f"{what} with SANDBOX_BACKEND=process would run every command unisolated on the host "
+        "without asking; use a sandbox (SANDBOX_BACKEND=auto, with Docker or bubblewrap) or "
+        "another permission mode, or confirm it with --allow-unsandboxed-auto "
+        "(ALLOW_UNSANDBOXED_AUTO=true)"
+    )
+
+
+def unisolated_warning(config: Config) -> str | None:
+    """What every front end's banner and status say when commands run without a sandbox."""
+    if config.sandbox_backend != "process":
+        return None
+    if config.allow_unsandboxed_auto:
+        return (
+            "commands run unisolated on the host (SANDBOX_BACKEND=process), in auto mode "
+            "without asking (ALLOW_UNSANDBOXED_AUTO=true)"
+        )
+    return (
+        "commands run unisolated on the host (SANDBOX_BACKEND=process); auto mode is refused "
+        "unless confirmed with ALLOW_UNSANDBOXED_AUTO=true"
+    )
+
+
+class Runtime:
+    """Long-lived state of one process: shared by the REPL, one-shot runs, web and scheduler."""
+
+    def __init__(self, config: Config, *, probe: bool = True):
+        self.config = config
+        self.services = Services(config)
+        self.model = probe_model(config) if probe else ModelInfo()
+        self.warnings: list[str] = []
+        if not self.model.reachable:
+            self.warnings.append(unreachable_message(config.llm_url))
+        self.mcp: MCPManager | None = None
+        if config.enable_mcp:
+            self.mcp = MCPManager(config.workspace)
+        self.vision_model = self._choose_vision_model()
+        if self.vision_model is not None:
+            self.services.extra_tools.append(vision_tool(self.vision_model))
+
+    def start(self) -> Runtime:
+        """Start MCP servers (once per process) and check the context window."""
+        if self.mcp is not None:
+            self.mcp.start(self.config.mcp_start_timeout)
+            self.services.extra_tools.extend(self.mcp.tools())
+        self._check_context()
+        return self
+
+    def close(self) -> None:
+        if self.mcp is not None:
+            self.mcp.close()
+        self.services.close()
+
+    # ------------------------------------------------------------------ model
+
+    @property
+    def context_length(self) -> int | None:
+        return self.model.context_length
+
+    def _choose_vision_model(self) -> str | None:
+        setting = self.config.vision_enabled
+        if setting == "false":
+            return None
+        models = self.model.vision_models
+        if models:
+            return self.config.llm_model if self.config.llm_model in models else models[0]
+        if setting == "true":
+            return self.config.llm_model or self.model.model_id or "default"
+        return None
+
+    def client(self) -> LLMClient:
+        """A client for one run; a blank LLM_MODEL means the model the server has loaded."""
+        client = LLMClient(self.config, model=self.config.llm_model or self.model.model_id)
+        if self.model.supports_tools is False:  # the template would silently drop the tools:
+            client.dropped_params.add("tools")  # describe them in the prompt (text tool calls)
+        return client
+
+    def _check_context(self) -> None:
+        window = self.context_length
+        if not window:
+            return
+        overhead = (
+            estimate_tokens([{"role": "system", "content": json.dumps(self.toolset().schemas())}])
+            + 800
+        )
+        if overhead > window * 0.5:
+            self.warnings.append(
+                f"the model's context window ({window} tokens) is too small for the system prompt "
+                f"and tool definitions (~{overhead} tokens). In LM Studio, raise 'Context Length' "
+                "in the model's load settings (16384 or more) and reload the model."
+            )
+        if window < SMALL_CONTEXT:
+            self.warnings.append(f"small context window ({window}): offering a compact tool set")
+
+    # ------------------------------------------------------------------ runs
+
+    def toolset(self, depth: int = 0) -> Toolset:
+        return agent_toolset(
+            self.config, self.services, depth=depth, context_length=self.context_length
+        )
+
+    def run_options(self) -> dict:
+        """Keyword arguments for agent_llm.run_agent shared by every front end."""
+        return {
+            "services": self.services,
+            "toolset": self.toolset(),
+            "client": self.client(),
+            "context_length": self.context_length,
+        }
+
+    # ------------------------------------------------------------------ reporting
+
+    def banner_lines(self) -> list[str]:
+        model = self.model.model_id or self.config.llm_model or "(the server's loaded model)"
+        window = f"{self.context_length} tokens" if self.context_length else "unknown"
+        lines = [
+            f"workspace {self.config.workspace}",
+            f"model {model} at {self.config.llm_url} · context {window}",
+            f"sandbox {self.sandbox_description()}",
+        ]
+        unisolated = unisolated_warning(self.config)
+        if unisolated:
+            lines.append(f"warning: {unisolated}")
+        if self.vision_model:
+            lines.append(f"vision via {self.vision_model}")
+        if self.mcp is not None:
+            for name, state in self.mcp.servers.items():
+                lines.append(
+                    f"MCP {name} (runs on the host: {describe_command(state.spec)}) — "
+                    f"{state.status}{': ' + state.error if state.error else ''}"
+                )
+            if self.mcp.config_problem:
+                lines.append(f"MCP config problem: {self.mcp.config_problem}")
+        lines.extend(f"warning: {w}" for w in self.warnings)
+        return lines
+
+    def sandbox_description(self) -> str:
+        try:
+            import lmagent.sandbox.select as sandboxed_shell
+
+            backend, reason = sandboxed_shell.describe_backend(sandbox_config(self.config))
+        except Exception as exc:  # the banner must never stop the agent
+            return f"unavailable ({exc})"
+        return f"{backend} ({reason})"
+
+    def status_lines(self, session_meta: dict | None = None) -> list[str]:
+        lines = self.banner_lines()
+        if self.mcp is not None:
+            lines.extend(f"MCP {line}" for line in self.mcp.status_lines())
+        if session_meta:
+            lines.append(
+                f"session {session_meta['id']}: {session_meta.get('status')}, "
+                f"{session_meta.get('tokens', 0)} tokens used, "
+                f"{session_meta.get('last_tokens_per_second', 0)} tokens/s last reply"
+            )
+        return lines

@@ -1,0 +1,524 @@
+"""Shared parts of the sandbox: configuration, results, and the channel to the in-sandbox runner.
+
+Every backend (Docker, bwrap, bare process group) starts the same small server,
+``sandbox/runner.py``, once and then sends it one JSON request per command. This module holds the
+host side of that conversation (`Channel`) and the backend-independent `RunnerSandbox.run`.
+The public names are re-exported by ``sandboxed_shell``; import them from there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 120.0
+DEFAULT_MEMORY_MB = 512
+MAX_MEMORY_MB = 2048
+PIDS_LIMIT = 128
+OUTPUT_KEEP = 15_000  # bytes kept from the start and from the end of a command's output
+SANDBOX_HOME = "/home/sandbox"  # HOME inside the container / bwrap (a tmpfs)
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+RUNNER_SOURCE = (Path(__file__).resolve().parent / "runner.py").read_text()
+REPLY_GRACE = 10.0  # seconds the host waits beyond a command's timeout before giving up on it
+STOP_POLL = 0.1  # how often a waiting run() looks at its stop event
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Where and how sandboxed commands run."""
+
+    workspace: Path
+    """Absolute, resolved host path: the only writable (and bind-mounted) directory."""
+    backend: str = "auto"
+    """auto / docker / bwrap / process. auto never picks process (it has no isolation)."""
+    image: str = "lmagent-sandbox:latest"
+    """Image for the Docker backend (built by `python sandboxed_shell.py --build`)."""
+    network: str = "none"
+    """none / bridge: network for sandboxed commands (bwrap and process ignore bridge/none)."""
+    allowed_env: tuple[str, ...] = ()
+    """Names of host environment variables that may pass into commands. Nothing else does."""
+    git_name: str = "LMAgent"
+    """Commit author/committer name used by git inside the sandbox."""
+    git_email: str = "lmagent@localhost"
+    """Commit author/committer e-mail used by git inside the sandbox."""
+    user: str | None = None
+    """uid:gid commands run as in the container; None = the host user's uid:gid."""
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> SandboxConfig:
+        """Read WORKSPACE, SANDBOX_BACKEND, SANDBOX_IMAGE and SANDBOX_NETWORK."""
+        env = os.environ if environ is None else environ
+        workspace = Path(env.get("WORKSPACE") or "~/lm_workspace").expanduser().resolve()
+        return cls(
+            workspace=workspace,
+            backend=env.get("SANDBOX_BACKEND") or "auto",
+            image=env.get("SANDBOX_IMAGE") or "lmagent-sandbox:latest",
+            network=env.get("SANDBOX_NETWORK") or "none",
+        )
+
+    def uid_gid(self) -> str:
+        return self.user or f"{os.getuid()}:{os.getgid()}"
+
+
+@dataclass
+class CommandResult:
+    """What one command did. `error` is a sandbox-level problem, not the command failing."""
+
+    output: str
+    exit_code: int | None  # None when timed out, interrupted or the sandbox failed
+    timed_out: bool = False
+    interrupted: bool = False
+    truncated_bytes: int = 0
+    error: str | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.exit_code == 0 and not (self.error or self.timed_out or self.interrupted)
+
+    def to_tool_result(self) -> dict:
+        result: dict = {"success": self.success, "output": self.output, "exit_code": self.exit_code}
+        if self.truncated_bytes:
+            result["truncated_bytes"] = self.truncated_bytes
+        if not self.success:
+            result["error"] = self.error or f"command exited with code {self.exit_code}"
+        return result
+
+
+class SandboxUnavailable(Exception):
+    """No usable sandbox; the message says how to fix it."""
+
+
+class Sandbox(Protocol):
+    name: str
+
+    def run(
+        self,
+        command: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_memory_mb: int | None = None,
+        stop: threading.Event | None = None,
+        cwd: str | None = None,
+    ) -> CommandResult: ...
+
+    def close(self) -> None: ...
+
+
+class ChannelLost(Exception):
+    """The runner went away or stopped answering."""
+
+
+class Channel:
+    """Host end of the runner protocol over a transport with fileno/write/read_some/close."""
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.buffer = bytearray()
+        self.ready: dict = {}
+
+    def send(self, message: dict) -> None:
+        try:
+            self.transport.write(json.dumps(message).encode() + b"\n")
+        except OSError as exc:
+            raise ChannelLost(f"cannot write to the sandbox runner: {exc}") from exc
+
+    def receive(self, deadline: float, on_stop=None, stop=None) -> tuple[dict, bytes]:
+        """Wait for one answer; call `on_stop` once if `stop` gets set meanwhile."""
+        while True:
+            answer = self._parse()
+            if answer is not None:
+                return answer
+            if stop is not None and on_stop is not None and stop.is_set():
+                on_stop()
+                on_stop = None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChannelLost("the sandbox runner stopped answering")
+            wait = min(left, STOP_POLL) if on_stop is not None else left
+            if select.select([self.transport], [], [], wait)[0]:
+                try:
+                    self.buffer += self.transport.read_some()
+                except EOFError as exc:
+                    raise ChannelLost(str(exc)) from None
+
+    def alive(self) -> bool:
+        """False if the runner has gone away while idle (it never speaks unasked)."""
+        try:
+            while select.select([self.transport], [], [], 0)[0]:
+                self.transport.read_some()
+        except (EOFError, OSError):
+            return False
+        self.buffer.clear()
+        return True
+
+    def _parse(self) -> tuple[dict, bytes] | None:
+        end = self.buffer.find(b"\n")
+        if end < 0:
+            return None
+        header = json.loads(self.buffer[:end])
+        size = int(header.get("head", 0)) + int(header.get("tail", 0))
+        if len(self.buffer) < end + 1 + size:
+            return None
+        payload = bytes(self.buffer[end + 1 : end + 1 + size])
+        del self.buffer[: end + 1 + size]
+        return header, payload
+
+    def hello(self, greeting: dict, timeout: float = 30.0) -> dict:
+        self.send({"op": "hello", **greeting})
+        header, _ = self.receive(time.monotonic() + timeout)
+        if header.get("op") != "ready":
+            raise ChannelLost(f"unexpected greeting from the sandbox runner: {header}")
+        return header
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+PROJECT_CONTEXT_STUB = (
+    "<!-- Project context for LMAgent: what you write here is added to the agent's instructions."
+    " The agent can read this file but never change it. -->\n"
+)
+
+
+WRITABLE, READ_ONLY, EMPTY = "rw", "ro", "empty"
+EMPTY_SIZE = 64 * 1024  # bytes of the tmpfs that hides .lmagent/ (it only holds mount points)
+
+
+def workspace_mounts(workspace: Path) -> list[tuple[str, str]]:
+    """(path, kind) mounts at the same path inside the sandbox, parents first.
+
+    kind is WRITABLE or READ_ONLY (a bind mount of the host path) or EMPTY (an empty, read-only
+    tmpfs). The workspace is writable, but nothing of the agent's own data is there to see or
+    change: `.lmagent/` (sessions, briefs and results, mcp.json with its tokens, .soul.md) is
+    an EMPTY mount with only `.lmagent/sandbox/` (writable, the runner's socket) and
+    `.lmagent/mcp_images/` (read-only, images MCP tools returned) bound into it; `.lmagent.md`
+    is read-only. Missing directories are created, and a `.lmagent.md` holding only a comment,
+    as mount points.
+    """
+    data = workspace / ".lmagent"
+    scratch, images = data / "sandbox", data / "mcp_images"
+    for directory in (scratch, images):
+        directory.mkdir(parents=True, exist_ok=True)
+    project = workspace / ".lmagent.md"
+    if not project.exists():
+        project.write_text(PROJECT_CONTEXT_STUB)
+    return [
+        (str(workspace), WRITABLE),
+        (str(data), EMPTY),
+        (str(project), READ_ONLY),
+        (str(scratch), WRITABLE),
+        (str(images), READ_ONLY),
+    ]
+
+
+def workspace_identity(workspace: Path) -> tuple[int, int]:
+    """(device, inode) of the workspace directory: what tells a moved or re-created one apart."""
+    try:
+        info = os.stat(workspace)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"the workspace {workspace} is gone ({exc.strerror}); create it again, or start the "
+            "agent on the directory it was moved to"
+        ) from None
+    return info.st_dev, info.st_ino
+
+
+def gitconfig_text(cfg: SandboxConfig) -> str:
+    return (
+        f"[user]\n\tname = {cfg.git_name}\n\temail = {cfg.git_email}\n"
+        "[safe]\n\tdirectory = *\n[init]\n\tdefaultBranch = main\n"
+        "[core]\n\tpager = cat\n"
+    )
+
+
+def clamp(value: float | None, default: float, maximum: float) -> float:
+    if value is None or value <= 0:
+        return default
+    return min(float(value), maximum)
+
+
+class RunnerSandbox:
+    """run()/close() for every backend; subclasses start a runner (`_connect`).
+
+    Up to `max_runners` commands run at once, each on its own runner (parallel sub-agents need
+    this); a runner is kept for the next command when its command ends, so state a command
+    leaves (files in /tmp, background jobs) is there for the next one as long as only one
+    runner is in use. Backends whose runners do not share /tmp and processes keep one.
+
+    The sandbox serves the workspace directory it started on. When that directory has been
+    moved or re-created since (same path, another directory), the next command restarts the
+    sandbox on the current one first and its result says so.
+    """
+
+    name = "runner"
+    home = SANDBOX_HOME
+    max_procs: int | None = None  # the runner's watchdog kills beyond this many processes
+    rss_watchdog = False  # ... and beyond the memory limit (for sandboxes without cgroups)
+    max_runners = 1
+
+    def __init__(self, cfg: SandboxConfig):
+        self.cfg = cfg
+        self.workspace = Path(cfg.workspace)
+        if not self.workspace.is_absolute() or not self.workspace.is_dir():
+            raise SandboxUnavailable(f"the workspace {self.workspace} is not an existing directory")
+        self._pool = threading.Condition()
+        self._idle: list[Channel] = []  # runners waiting for a command, the latest used last
+        self._lent = 0  # runners running a command (or starting)
+        self._generation = 0  # retiring runners bumps it: those lent out are not kept
+        self._memory_lock = threading.Lock()
+        self._memory: list[int] = []  # the memory limits (MB) of the commands running now
+        self._ids = itertools.count(1)
+        self.identity = workspace_identity(self.workspace)  # the directory the sandbox serves
+        self._restart_lock = threading.Lock()
+
+    # --- for subclasses ------------------------------------------------------------------------
+    def _connect(self) -> Channel:
+        raise NotImplementedError
+
+    def _restart(self) -> None:
+        """Hook: leave nothing running on the old workspace directory (the idle runners are
+        already gone; Docker replaces its container)."""
+
+    def _start_channel(self, transport, **extra) -> Channel:
+        """Greet a freshly started runner (it writes HOME/.gitconfig); close it if that fails.
+
+        The runner's "ready" answer is kept as `channel.ready`.
+        """
+        channel = Channel(transport)
+        greeting = {"home": self.home, "gitconfig": gitconfig_text(self.cfg), **extra}
+        greeting["workspace"] = str(self.workspace)
+        greeting.update(max_procs=self.max_procs, max_rss_mb=self._rss_limit(DEFAULT_MEMORY_MB))
+        try:
+            channel.ready = channel.hello(greeting)
+        except (ChannelLost, OSError, ValueError):
+            channel.close()
+            raise
+        return channel
+
+    def _base_env(self) -> dict[str, str]:
+        return {"PATH": SYSTEM_PATH}
+
+    def _memory_needed(self, memory_mb: int) -> None:
+        """Hook: the commands running now need this much memory in all (Docker sizes the
+        container's limit, which backs each command's own)."""
+
+    # --- public --------------------------------------------------------------------------------
+    def run(
+        self,
+        command: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_memory_mb: int | None = None,
+        stop: threading.Event | None = None,
+        cwd: str | None = None,
+    ) -> CommandResult:
+        timeout = clamp(timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT)
+        memory_mb = int(clamp(max_memory_mb, DEFAULT_MEMORY_MB, MAX_MEMORY_MB))
+        try:
+            workdir = self.resolve_cwd(cwd)
+            notice = self._follow_workspace()
+        except (ValueError, SandboxUnavailable) as exc:
+            return CommandResult("", None, error=str(exc))
+        request = {"op": "run", "cmd": command, "cwd": workdir, "env": self.command_env()}
+        request.update(timeout=timeout, mem_mb=memory_mb, cap=OUTPUT_KEEP)
+        request.update(max_rss_mb=self._rss_limit(memory_mb), id=next(self._ids))
+        result = self._run_on_a_runner(request, stop, memory_mb)
+        result.output = notice + result.output
+        return result
+
+    def close(self) -> None:
+        self._retire_runners()
+
+    def resolve_cwd(self, cwd: str | None) -> str:
+        """The absolute working directory for a command; must be inside the workspace."""
+        path = Path(os.path.normpath(self.workspace / (cwd or ".")))
+        if path != self.workspace and self.workspace not in path.parents:
+            raise ValueError(f"cwd {cwd!r} is outside the workspace {self.workspace}")
+        return str(path)
+
+    def command_env(self) -> dict[str, str]:
+        """The complete environment of a command: fixed values plus allowed host variables."""
+        env = self._base_env()
+        env.update(HOME=self.home, LANG="C.UTF-8", TERM="dumb", PAGER="cat", GIT_PAGER="cat")
+        env.update(TMPDIR="/tmp", GIT_TERMINAL_PROMPT="0", MALLOC_ARENA_MAX="2")
+        env.update(GIT_AUTHOR_NAME=self.cfg.git_name, GIT_COMMITTER_NAME=self.cfg.git_name)
+        env.update(GIT_AUTHOR_EMAIL=self.cfg.git_email, GIT_COMMITTER_EMAIL=self.cfg.git_email)
+        for name in self.cfg.allowed_env:
+            if name in os.environ:
+                env[name] = os.environ[name]
+        return env
+
+    # --- internals -----------------------------------------------------------------------------
+    def _run_on_a_runner(self, request: dict, stop, memory_mb: int) -> CommandResult:
+        lent = self._borrow(stop)
+        if lent is None:
+            return CommandResult("", None, interrupted=True, error="interrupted before start")
+        channel, generation = lent
+        try:
+            self._reserve_memory(memory_mb)
+            channel = self._send(channel, request)
+            result, healthy = self._exchange(channel, request, stop, memory_mb)
+            if not healthy:
+                self._discard(channel)
+                channel = None
+            return result
+        except SandboxUnavailable as exc:
+            channel = None
+            return CommandResult("", None, error=str(exc))
+        finally:
+            self._release_memory(memory_mb)
+            self._give_back(channel, generation)
+
+    def _follow_workspace(self) -> str:
+        """A notice when the workspace directory was moved or re-created since the sandbox
+        started: then the sandbox has just been restarted on the current one. Else ""."""
+        current = workspace_identity(self.workspace)
+        if current == self.identity:
+            return ""
+        with self._restart_lock:
+            if current == self.identity:  # another command restarted it meanwhile
+                return ""
+            self._retire_runners()
+            self._restart()
+            self.identity = current
+        return WORKSPACE_REPLACED.format(workspace=self.workspace)
+
+    def _retire_runners(self) -> None:
+        """End the idle runners; those running a command now end when it does."""
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._generation += 1
+        for channel in idle:
+            self._discard(channel)
+
+    def _rss_limit(self, memory_mb: int) -> int | None:
+        return memory_mb + 64 if self.rss_watchdog else None
+
+    def _borrow(self, stop) -> tuple[Channel | None, int] | None:
+        """A free runner (None: start a new one) once fewer than max_runners are busy; None
+        when `stop` is set first."""
+        with self._pool:
+            while not self._idle and self._lent >= self.max_runners:
+                if stop is not None and stop.is_set():
+                    return None
+                self._pool.wait(STOP_POLL)
+            if stop is not None and stop.is_set():
+                return None
+            self._lent += 1
+            return (self._idle.pop() if self._idle else None), self._generation
+
+    def _give_back(self, channel: Channel | None, generation: int) -> None:
+        with self._pool:
+            self._lent -= 1
+            keep = channel is not None and generation == self._generation
+            if keep:
+                self._idle.append(channel)
+            self._pool.notify()
+        if channel is not None and not keep:
+            self._discard(channel)
+
+    def _reserve_memory(self, memory_mb: int) -> None:
+        with self._memory_lock:
+            self._memory.append(memory_mb)
+            self._memory_needed(max(DEFAULT_MEMORY_MB, sum(self._memory)))
+
+    def _release_memory(self, memory_mb: int) -> None:
+        with self._memory_lock:
+            self._memory.remove(memory_mb)
+            self._memory_needed(max(DEFAULT_MEMORY_MB, sum(self._memory)))
+
+    def _send(self, channel: Channel | None, request: dict) -> Channel:
+        """Send on the runner; if it died since its last command, start a new one once."""
+        for attempt in (1, 2):
+            if channel is not None and not channel.alive():
+                self._discard(channel)
+                channel = None
+            if channel is None:
+                channel = self._connect_checked()
+            try:
+                channel.send(request)
+                return channel
+            except ChannelLost:
+                self._discard(channel)
+                channel = None
+                if attempt == 2:
+                    raise SandboxUnavailable("cannot reach the sandbox runner") from None
+        raise AssertionError("unreachable")
+
+    def _exchange(
+        self, channel: Channel, request: dict, stop, memory_mb: int
+    ) -> tuple[CommandResult, bool]:
+        """(the command's result, whether its runner can take another command)."""
+
+        def kill() -> None:
+            channel.send({"op": "kill", "id": request["id"]})
+
+        try:
+            deadline = time.monotonic() + request["timeout"] + REPLY_GRACE
+            header, payload = channel.receive(deadline, on_stop=kill, stop=stop)
+        except (ChannelLost, OSError, ValueError) as exc:
+            interrupted = stop is not None and stop.is_set()
+            error = f"{exc}; the sandbox restarts on the next command"
+            return CommandResult("", None, interrupted=interrupted, error=error), False
+        return result_from_reply(header, payload, request["timeout"], memory_mb), True
+
+    def _connect_checked(self) -> Channel:
+        try:
+            return self._connect()
+        except SandboxUnavailable:
+            raise
+        except (ChannelLost, OSError) as exc:
+            raise SandboxUnavailable(f"cannot start the {self.name} sandbox: {exc}") from exc
+
+    @staticmethod
+    def _discard(channel: Channel) -> None:
+        try:
+            channel.close()
+        except OSError:
+            pass
+
+
+def result_from_reply(
+    header: dict, payload: bytes, timeout: float, memory_mb: int
+) -> CommandResult:
+    head, tail = payload[: header["head"]], payload[header["head"] :]
+    cut = int(header["total"]) - len(payload)
+    output = header.get("notice") or ""
+    output += head.decode("utf-8", "replace")
+    if cut > 0:
+        output += f"\n[... {cut} bytes of output cut ...]\n"
+    output += tail.decode("utf-8", "replace")
+    result = CommandResult(output=output, exit_code=header.get("exit"), truncated_bytes=max(cut, 0))
+    reason = header.get("reason")
+    if reason:
+        result.exit_code = None
+        result.error = KILL_REASONS[reason].format(timeout=timeout, mb=memory_mb, procs=PIDS_LIMIT)
+        result.timed_out = reason == "timeout"
+        result.interrupted = reason == "stopped"
+    elif header.get("oom_kills"):
+        result.error = (
+            f"{header['oom_kills']} process(es) killed for exceeding the sandbox memory limit "
+            f"({memory_mb} MB)"
+        )
+    elif header.get("signal") == 9:
+        result.error = f"killed by SIGKILL (most likely the {memory_mb} MB memory limit)"
+    return result
+
+
+WORKSPACE_REPLACED = (
+    "sandbox: the workspace {workspace} was moved or re-created since the sandbox started; the "
+    "sandbox was restarted on the directory there now (its /tmp and background processes are "
+    "gone)\n"
+)
+KILL_REASONS = {
+    "timeout": "timed out after {timeout:g} s (process tree killed)",
+    "stopped": "interrupted by a stop request (process tree killed)",
+    "procs": "too many processes in the sandbox (limit {procs}; fork bomb?) - all killed",
+    "memory": "the sandbox went over its memory limit of {mb} MB - all its processes killed",
+}

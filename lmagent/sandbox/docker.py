@@ -1,0 +1,513 @@
+"""Docker backend: one persistent, locked-down container per workspace, plus the image build.
+
+The container is created on first use and kept (stopped containers are restarted), so later
+commands, agent runs and restarts reuse it. Commands never pay a `docker exec` each: one exec runs
+``sandbox/runner.py`` and every command is a request on that exec's attach socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from lmagent.sandbox.base import (
+    DEFAULT_MEMORY_MB,
+    EMPTY,
+    EMPTY_SIZE,
+    MAX_MEMORY_MB,
+    PIDS_LIMIT,
+    READ_ONLY,
+    RUNNER_SOURCE,
+    SANDBOX_HOME,
+    SYSTEM_PATH,
+    Channel,
+    ChannelLost,
+    RunnerSandbox,
+    SandboxConfig,
+    SandboxUnavailable,
+    workspace_mounts,
+)
+
+try:
+    import docker
+    from docker.errors import APIError, BuildError, DockerException, ImageNotFound, NotFound
+    from docker.types import Mount
+except ImportError:  # pragma: no cover - reported by probe_docker()
+    docker = None
+
+LABEL_KIND = "lmagent.sandbox"
+LABEL_WORKSPACE = "lmagent.workspace"
+LABEL_CONFIG = "lmagent.config"
+BUILD_FIX = "build it with: python sandboxed_shell.py --build"
+IMAGE_PACKAGES = ("bash", "coreutils", "git", "python3", "ripgrep", "ca-certificates")
+DOCKERFILE_DIR = Path(__file__).resolve().parent
+
+
+def docker_client():
+    """A client whose engine answered a ping, or SandboxUnavailable saying how to get one."""
+    if docker is None:
+        raise SandboxUnavailable("the docker Python package is missing: pip install docker")
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except DockerException as exc:
+        raise SandboxUnavailable(
+            f"no Docker engine answers ({_first_line(exc)}); start it, e.g. `sudo systemctl start "
+            "docker` (or `sudo dockerd &`), or add yourself to the docker group"
+        ) from exc
+    return client
+
+
+def probe_docker(image: str) -> tuple[bool, str]:
+    """(usable, reason) without creating anything."""
+    try:
+        client = docker_client()
+        version = client.version().get("Version", "?")
+        client.images.get(image)
+    except SandboxUnavailable as exc:
+        return False, str(exc)
+    except ImageNotFound:
+        return False, f"Docker {version} answers but image {image} is missing; {BUILD_FIX}"
+    except DockerException as exc:
+        return False, f"Docker error: {_first_line(exc)}"
+    return True, f"Docker {version}, image {image}, one hardened container per workspace"
+
+
+def container_name(workspace: Path) -> str:
+    return "lmagent-sandbox-" + hashlib.sha256(str(workspace).encode()).hexdigest()[:16]
+
+
+class DockerSandbox(RunnerSandbox):
+    name = "docker"
+    max_procs = PIDS_LIMIT - 8  # the cgroup holds 128; the watchdog then clears runaways
+    max_runners = 4  # one container: its runners share /tmp, HOME and the process table
+
+    def __init__(self, cfg: SandboxConfig, client=None):
+        super().__init__(cfg)
+        self._replacing = threading.Lock()
+        self.compare_inside = True  # False on an engine that shows its own inode numbers
+        if cfg.network not in ("none", "bridge"):
+            raise SandboxUnavailable(f"SANDBOX_NETWORK must be none or bridge, not {cfg.network!r}")
+        self.client = client or docker_client()
+        try:
+            self.image = self.client.images.get(cfg.image)
+        except ImageNotFound:
+            raise SandboxUnavailable(f"sandbox image {cfg.image} is missing; {BUILD_FIX}") from None
+        try:
+            self.container = self._find_or_create()
+        except DockerException as exc:
+            raise SandboxUnavailable(f"cannot start the sandbox container: {exc}") from exc
+        self.memory_mb = self.container.attrs["HostConfig"].get("Memory", 0) // 2**20
+        if self.memory_mb != DEFAULT_MEMORY_MB:  # left raised by a process that died mid-command
+            self._set_memory(DEFAULT_MEMORY_MB)
+
+    # --- container lifecycle -------------------------------------------------------------------
+    def _config_digest(self) -> str:
+        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 3]
+        return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+    def _find_or_create(self):
+        name = container_name(self.workspace)
+        try:
+            container = self.client.containers.get(name)
+        except NotFound:
+            container = None
+        if container is not None and not self._serves_workspace(container):
+            raise SandboxUnavailable(
+                f"a container named {name} exists but was not made for {self.workspace}; "
+                f"remove it with: docker rm -f {name}"
+            )
+        if container is not None and not self._is_current(container):
+            container.remove(force=True)  # image, settings or mounts changed: start afresh
+            container = None
+        if container is None:
+            container = self._create(name)
+        return self._running(container)
+
+    def _serves_workspace(self, container) -> bool:
+        labels = container.labels
+        return labels.get(LABEL_KIND) == "1" and labels.get(LABEL_WORKSPACE) == str(self.workspace)
+
+    def _is_current(self, container) -> bool:
+        """Made with today's image, settings and mounts (older ones showed .lmagent/)."""
+        mounts = container.attrs.get("HostConfig", {}).get("Mounts") or []
+        same_mounts = mount_set(mounts) == mount_set(self._mounts())
+        return same_mounts and container.labels.get(LABEL_CONFIG) == self._config_digest()
+
+    def _mounts(self) -> list:
+        return [docker_mount(path, kind) for path, kind in workspace_mounts(self.workspace)]
+
+    def _create(self, name: str):
+        try:
+            return self.client.containers.create(**self._container_spec(name))
+        except APIError as exc:
+            if exc.status_code != 409:  # 409: another process created it first
+                raise SandboxUnavailable(f"cannot create the sandbox container: {exc}") from exc
+            return self.client.containers.get(name)
+
+    def _container_spec(self, name: str) -> dict:
+        ws = str(self.workspace)
+        tmpfs_opts = "rw,nosuid,nodev,mode=1777,size="
+        return {
+            "image": self.image.id,
+            "command": ["sleep", "infinity"],
+            "name": name,
+            "hostname": "lmagent-sandbox",
+            "labels": {LABEL_KIND: "1", LABEL_WORKSPACE: ws, LABEL_CONFIG: self._config_digest()},
+            "user": self.cfg.uid_gid(),
+            "working_dir": ws,
+            "environment": {"HOME": SANDBOX_HOME, "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
+            "mounts": self._mounts(),
+            "tmpfs": {"/tmp": tmpfs_opts + "256m", SANDBOX_HOME: tmpfs_opts + "64m"},
+            "read_only": True,
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges:true"],
+            "pids_limit": PIDS_LIMIT,
+            "mem_limit": f"{DEFAULT_MEMORY_MB}m",
+            "memswap_limit": f"{DEFAULT_MEMORY_MB}m",
+            "nano_cpus": 900_000_000,
+            "network_mode": self.cfg.network,
+            "init": True,
+            "detach": True,
+        }
+
+    def _running(self, container):
+        container.reload()
+        if container.status != "running":
+            container.start()
+            container.reload()
+        return container
+
+    def _replace_container(self) -> None:
+        """A fresh container, on the workspace directory there is now."""
+        with contextlib.suppress(NotFound):
+            self.container.remove(force=True)
+        self.container = self._find_or_create()
+        self.memory_mb = DEFAULT_MEMORY_MB
+
+    # --- RunnerSandbox hooks -------------------------------------------------------------------
+    def _restart(self) -> None:
+        try:
+            self._replace_container()
+        except DockerException as exc:
+            detail = _first_line(exc)
+            raise SandboxUnavailable(f"cannot restart the sandbox container: {detail}") from exc
+
+    def _connect(self) -> Channel:
+        """A runner in a container that sees the workspace directory there is now.
+
+        A container an earlier run of the agent left running may still hold a workspace
+        directory that has since been moved or re-created: it is replaced.
+        """
+        channel = self._open_runner()
+        if self._sees_workspace(channel):
+            return channel
+        self._discard(channel)
+        stale = self.container.id
+        with self._replacing:
+            if self.container.id == stale:
+                try:
+                    self._replace_container()
+                except DockerException as exc:
+                    raise ChannelLost(f"cannot replace the container: {_first_line(exc)}") from exc
+        channel = self._open_runner()
+        self.compare_inside = self._sees_workspace(channel)  # False: e.g. Docker in a VM
+        return channel
+
+    def _sees_workspace(self, channel: Channel) -> bool:
+        seen = channel.ready.get("workspace")
+        return not self.compare_inside or seen is None or tuple(seen) == self.identity
+
+    def _open_runner(self) -> Channel:
+        try:
+            try:
+                self.container = self._running(self.container)
+            except NotFound:  # removed behind our back
+                self.container = self._find_or_create()
+        except DockerException as exc:
+            raise ChannelLost(f"the sandbox container does not start: {_first_line(exc)}") from exc
+        api = self.client.api
+        try:
+            exec_id = api.exec_create(
+                self.container.id,
+                ["python3", "-c", RUNNER_SOURCE],
+                stdin=True,
+                user=self.cfg.uid_gid(),
+                workdir=str(self.workspace),
+                environment={"HOME": SANDBOX_HOME, "PATH": SYSTEM_PATH},
+            )["Id"]
+            transport = ExecSocket(api.exec_start(exec_id, socket=True))
+        except DockerException as exc:
+            raise ChannelLost(f"docker exec failed: {_first_line(exc)}") from exc
+        direct = direct_socket_plan(self.workspace)
+        channel = self._start_channel(transport, direct=direct)
+        if channel.ready.get("direct"):
+            go_direct(channel, direct, runner_pid=self._exec_pid(exec_id))
+        return channel
+
+    def _exec_pid(self, exec_id: str) -> int | None:
+        """The runner's pid as the host sees it."""
+        try:
+            return self.client.api.exec_inspect(exec_id).get("Pid")
+        except DockerException:
+            return None
+
+    def _memory_needed(self, memory_mb: int) -> None:
+        if min(memory_mb, MAX_MEMORY_MB) != self.memory_mb:
+            self._set_memory(memory_mb)
+
+    def _set_memory(self, memory_mb: int) -> None:
+        """The container limit backs the per-process RLIMIT_DATA; lowering may fail if in use."""
+        memory_mb = min(memory_mb, MAX_MEMORY_MB)
+        try:
+            self.container.update(mem_limit=f"{memory_mb}m", memswap_limit=f"{memory_mb}m")
+            self.memory_mb = memory_mb
+        except DockerException:
+            pass
+
+
+class ExecSocket:
+    """The attach socket of a non-TTY exec: demultiplexes Docker's 8-byte-header frames."""
+
+    def __init__(self, raw):
+        self.raw = raw  # keeps the HTTP response (and the socket) alive
+        self.sock = getattr(raw, "_sock", raw)
+        self.frames = bytearray()
+        self.stderr = bytearray()
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_some(self) -> bytes:
+        chunk = self.sock.recv(262144)
+        if not chunk:
+            detail = self.stderr.decode("utf-8", "replace").strip()[-500:]
+            raise EOFError("the sandbox runner exited" + (f": {detail}" if detail else ""))
+        self.frames += chunk
+        stdout = bytearray()
+        while len(self.frames) >= 8:
+            size = int.from_bytes(self.frames[4:8], "big")
+            if len(self.frames) < 8 + size:
+                break
+            stream, payload = self.frames[0], self.frames[8 : 8 + size]
+            del self.frames[: 8 + size]
+            if stream == 1:
+                stdout += payload
+            else:
+                self.stderr = (self.stderr + payload)[-4096:]
+        return bytes(stdout)
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_WR)  # the runner sees EOF on stdin and exits
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def docker_mount(path: str, kind: str) -> Mount:
+    """One of workspace_mounts() for Docker; EMPTY is a small read-only tmpfs."""
+    if kind == EMPTY:
+        return Mount(
+            target=path,
+            source=None,
+            type="tmpfs",
+            read_only=True,
+            tmpfs_size=EMPTY_SIZE,
+            tmpfs_mode=0o555,
+        )
+    return Mount(target=path, source=path, type="bind", read_only=kind == READ_ONLY)
+
+
+def mount_set(mounts: list[dict]) -> set[tuple]:
+    """What matters of HostConfig.Mounts (or of our Mount objects) to tell layouts apart."""
+    return {
+        (m.get("Type"), m.get("Source") or "", m.get("Target"), bool(m.get("ReadOnly")))
+        for m in mounts
+    }
+
+
+def direct_socket_plan(workspace: Path) -> dict | None:
+    """Where the runner may listen for a direct connection: in the workspace's .lmagent/sandbox/.
+
+    The workspace is the one directory both sides see at the same path. None if the path
+    would be too long for a unix socket or .lmagent/ cannot be made.
+    """
+    path = workspace / ".lmagent" / "sandbox" / f"{secrets.token_hex(6)}.sock"
+    if len(str(path).encode()) > 100:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return {"path": str(path), "token": secrets.token_hex(16)}
+
+
+def go_direct(channel: Channel, direct: dict, runner_pid: int | None) -> None:
+    """Switch the channel to the runner's unix socket; on any trouble stay on the exec stream.
+
+    Both ends check who is on the other side: the runner accepts only a peer outside its PID
+    namespace that knows the token, and we accept only the process Docker started as the runner
+    (so a sandboxed process that swapped the socket file cannot pose as it).
+    """
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.settimeout(5)
+        conn.connect(direct["path"])
+        if not runner_pid or peer_pid(conn) != runner_pid:
+            raise ConnectionRefusedError("the socket does not belong to the runner")
+        conn.sendall(direct["token"].encode() + b"\n")
+        conn.settimeout(None)
+    except OSError:
+        conn.close()
+        channel.send({"op": "nodirect"})  # wakes the runner from waiting for us
+        return
+    channel.transport = DirectSocket(conn, channel.transport)
+
+
+def peer_pid(conn: socket.socket) -> int:
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[0]
+
+
+class DirectSocket:
+    """A plain socket to the runner; the exec stream is kept open only to keep the runner alive."""
+
+    def __init__(self, conn: socket.socket, exec_stream: ExecSocket):
+        self.conn, self.exec_stream = conn, exec_stream
+
+    def fileno(self) -> int:
+        return self.conn.fileno()
+
+    def write(self, data: bytes) -> None:
+        self.conn.sendall(data)
+
+    def read_some(self) -> bytes:
+        chunk = self.conn.recv(262144)
+        if not chunk:
+            raise EOFError("the sandbox runner exited")
+        return chunk
+
+    def close(self) -> None:
+        self.conn.close()
+        self.exec_stream.close()
+
+
+def remove_containers(client=None, workspace: Path | None = None) -> int:
+    """Remove sandbox containers (of one workspace, or all of them). Returns how many."""
+    client = client or docker_client()
+    wanted = [f"{LABEL_KIND}=1"] + ([f"{LABEL_WORKSPACE}={workspace}"] if workspace else [])
+    containers = client.containers.list(all=True, filters={"label": wanted})
+    for container in containers:
+        container.remove(force=True)
+    return len(containers)
+
+
+# --- image build -------------------------------------------------------------------------------
+def build_image(tag: str, log=print) -> str:
+    """Build the sandbox image: `docker build` of sandbox/Dockerfile, else debootstrap + import."""
+    client = docker_client()
+    try:
+        log(f"building {tag} from {DOCKERFILE_DIR / 'Dockerfile'} ...")
+        client.images.build(path=str(DOCKERFILE_DIR), tag=tag, rm=True, pull=False)
+        return f"built {tag} with docker build"
+    except (BuildError, APIError) as exc:
+        log(f"docker build failed ({_first_line(exc)}); building from Debian packages instead")
+    return build_with_debootstrap(client, tag, log)
+
+
+def build_with_debootstrap(client, tag: str, log=print) -> str:
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(
+            "building with debootstrap needs root: sudo python sandboxed_shell.py --build"
+        )
+    if not shutil.which("debootstrap"):
+        raise SandboxUnavailable("debootstrap is missing: sudo apt-get install debootstrap")
+    mirror = debian_mirror()
+    workdir = Path(tempfile.mkdtemp(prefix="lmagent-rootfs-"))
+    rootfs = workdir / "rootfs"
+    try:
+        argv = ["debootstrap", "--variant=minbase", "--include=" + ",".join(IMAGE_PACKAGES)]
+        keyring = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+        argv += [f"--keyring={keyring}"] if keyring.exists() else []
+        log(f"debootstrap bookworm from {mirror} (takes a minute) ...")
+        subprocess.run(
+            [*argv, "bookworm", str(rootfs), mirror], check=True, stdout=subprocess.DEVNULL
+        )
+        _trim_rootfs(rootfs)
+        _import_rootfs(client, rootfs, tag)
+    except subprocess.CalledProcessError as exc:
+        raise SandboxUnavailable(f"debootstrap failed ({exc}); its messages are above") from exc
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return f"built {tag} from a debootstrap root filesystem ({mirror})"
+
+
+def debian_mirror() -> str:
+    """SANDBOX_DEBIAN_MIRROR, else the first Debian archive in this machine's apt sources."""
+    if os.environ.get("SANDBOX_DEBIAN_MIRROR"):
+        return os.environ["SANDBOX_DEBIAN_MIRROR"]
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for url in re.findall(r"^(?:deb\s+(?:\[[^\]]*\]\s+)?|URIs:\s*)(\S+)", text, re.M):
+            if re.search(r"/debian/?$", url):
+                return url
+    raise SandboxUnavailable(
+        "no Debian mirror found in /etc/apt/sources*; "
+        "set SANDBOX_DEBIAN_MIRROR to the URL of a Debian archive"
+    )
+
+
+def _trim_rootfs(rootfs: Path) -> None:
+    for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*"):
+        for path in rootfs.glob(pattern):
+            if path.is_file():
+                path.unlink()
+    home = rootfs / SANDBOX_HOME.lstrip("/")
+    home.mkdir(parents=True, exist_ok=True)
+    home.chmod(0o1777)
+
+
+def _import_rootfs(client, rootfs: Path, tag: str) -> None:
+    repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "")
+    changes = ['CMD ["sleep", "infinity"]', "ENV LANG=C.UTF-8", f"ENV HOME={SANDBOX_HOME}"]
+    changes += [f"ENV PATH={SYSTEM_PATH}", "LABEL lmagent.sandbox.build=debootstrap"]
+    tar = subprocess.Popen(
+        ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE
+    )
+    try:
+        client.api.import_image(
+            src=tar.stdout,
+            repository=repository,
+            tag=version or "latest",
+            changes=changes,
+            stream_src=True,
+        )
+    finally:
+        tar.stdout.close()
+        if tar.wait() != 0:
+            raise SandboxUnavailable("tar of the root filesystem failed")
+    client.images.get(tag)  # raises ImageNotFound if the import did not produce it
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,88 @@
+"""The sandbox that runs the agent's shell and git commands.
+
+    sb = open_sandbox(SandboxConfig(workspace=Path("~/lm_workspace").expanduser().resolve()))
+    result = sb.run("pytest -q", timeout=60)      # -> CommandResult(output, exit_code, ...)
+
+Backends, best first: ``docker`` (one persistent hardened container per workspace), ``bwrap``
+(bubblewrap namespaces), and ``process`` (no isolation; only when asked for by name). The
+container or bwrap is the wall; `check_command_paths` is an advisory second line.
+
+Code map: sandbox_core.py (config, results, the channel to the runner), sandbox_docker.py
+(container lifecycle, image build), sandbox_local.py (bwrap, process), sandbox/runner.py (the
+small server inside the sandbox that runs each command). The Docker SDK is imported only when
+Docker is asked about, so importing this module is cheap.
+
+CLI:  python sandboxed_shell.py --build   build the sandbox image (SANDBOX_IMAGE)
+      python sandboxed_shell.py --check   print the backend that would be used and why
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmagent.sandbox.base import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT,
+    MAX_MEMORY_MB,
+    MAX_TIMEOUT,
+    CommandResult,
+    Sandbox,
+    SandboxConfig,
+    SandboxUnavailable,
+)
+from lmagent.sandbox.local import PROCESS_WARNING, BwrapSandbox, ProcessSandbox, probe_bwrap
+
+__all__ = [
+    "DEFAULT_MEMORY_MB",
+    "DEFAULT_TIMEOUT",
+    "MAX_MEMORY_MB",
+    "MAX_TIMEOUT",
+    "CommandResult",
+    "Sandbox",
+    "SandboxConfig",
+    "SandboxUnavailable",
+    "describe_backend",
+    "open_sandbox",
+]
+
+BACKENDS = ("auto", "docker", "bwrap", "process")
+
+
+def describe_backend(cfg: SandboxConfig) -> tuple[str, str]:
+    """(backend name or "none", a human reason) for --check, /status and banners."""
+    if cfg.backend not in BACKENDS:
+        return "none", f"SANDBOX_BACKEND must be one of {', '.join(BACKENDS)}, not {cfg.backend!r}"
+    if cfg.backend == "process":
+        return "process", PROCESS_WARNING
+    if cfg.backend in ("auto", "docker"):
+        from lmagent.sandbox.docker import probe_docker
+
+        docker_ok, docker_reason = probe_docker(cfg.image)
+        if docker_ok:
+            return "docker", docker_reason
+        if cfg.backend == "docker":
+            return "none", docker_reason
+    bwrap_ok, bwrap_reason = probe_bwrap(Path(cfg.workspace))
+    if cfg.backend == "bwrap":
+        return ("bwrap" if bwrap_ok else "none"), bwrap_reason
+    if bwrap_ok:
+        return "bwrap", f"{bwrap_reason} (Docker not used: {docker_reason})"
+    return "none", (
+        f"no sandbox available. Docker: {docker_reason}. bubblewrap: {bwrap_reason}. "
+        "Fix one of them, or accept running commands without any isolation "
+        "with SANDBOX_BACKEND=process."
+    )
+
+
+def open_sandbox(cfg: SandboxConfig) -> Sandbox:
+    """The sandbox for cfg.backend; auto = docker if usable, else bwrap, else SandboxUnavailable."""
+    name, reason = describe_backend(cfg)
+    if name == "docker":
+        from lmagent.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(cfg)
+    if name == "bwrap":
+        return BwrapSandbox(cfg)
+    if name == "process":
+        return ProcessSandbox(cfg)
+    raise SandboxUnavailable(reason)

@@ -1,0 +1,357 @@
+"""The tool registry: typed functions whose JSON schemas are derived from their signatures.
+
+A tool never raises into the loop: bad arguments, refused paths and failures all come back as
+`{"success": false, "error": ...}` that the model can act on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import math
+import threading
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from lmagent.core.config import Config
+from lmagent.core.stop import StopToken
+from lmagent.core.workspace import PathError, Workspace
+from lmagent.llm.toolcalls import MAX_NESTING, nesting_depth
+from lmagent.sessions.store import Session
+
+
+class ToolError(Exception):
+    """The tool ran but failed; the message is shown to the model."""
+
+
+class ArgumentError(ToolError):
+    """The model's arguments were wrong (missing, unknown, wrong type)."""
+
+
+class Services:
+    """Long-lived parts shared by every run of one process (the sandbox, MCP servers)."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self._lock = threading.Lock()
+        self._sandbox = None
+        self.extra_tools: list[Tool] = []  # e.g. MCP tools, added by the front end at start-up
+
+    def sandbox(self):
+        """The sandbox for this workspace, started on first use (raises SandboxUnavailable)."""
+        with self._lock:
+            if self._sandbox is None:
+                import lmagent.sandbox.select as sandboxed_shell
+
+                self._sandbox = sandboxed_shell.open_sandbox(sandbox_config(self.config))
+            return self._sandbox
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None
+
+
+def sandbox_config(config: Config):
+    import lmagent.sandbox.select as sandboxed_shell
+
+    return sandboxed_shell.SandboxConfig(
+        workspace=config.workspace,
+        backend=config.sandbox_backend,
+        image=config.sandbox_image,
+        network=config.sandbox_network,
+    )
+
+
+@dataclass
+class ToolContext:
+    """What a tool may use while it runs."""
+
+    config: Config
+    workspace: Workspace
+    session: Session
+    services: Services
+    stop: StopToken = field(default_factory=StopToken)
+    emit: Callable[[dict], None] = lambda event: None
+    ask: Callable[[str, dict], str] | None = None
+    depth: int = 0
+    agent_id: str = "main"
+    extras: dict = field(
+        default_factory=dict
+    )  # front-end specific (e.g. the run's permission mode)
+
+
+@dataclass
+class Tool:
+    name: str
+    function: Callable[..., dict]
+    description: str
+    parameters: dict
+    changes_things: bool = False  # asks permission in normal mode
+
+    def schema(self) -> dict:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+# --------------------------------------------------------------------------- schema derivation
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object"}
+
+
+def _json_schema(annotation: Any) -> dict:
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        base, *meta = typing.get_args(annotation)
+        schema = _json_schema(base)
+        descriptions = [m for m in meta if isinstance(m, str)]
+        if descriptions:
+            schema["description"] = descriptions[0]
+        return schema
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _json_schema(options[0])
+    if origin is Literal:
+        return {"type": "string", "enum": list(typing.get_args(annotation))}
+    if origin is list:
+        (item,) = typing.get_args(annotation) or (str,)
+        return {"type": "array", "items": _json_schema(item)}
+    if annotation in _JSON_TYPES:
+        return {"type": _JSON_TYPES[annotation]}
+    return {}
+
+
+def make_tool(function: Callable[..., dict], changes_things: bool = False, name: str = "") -> Tool:
+    """Build a Tool from a typed function whose first parameter is the ToolContext."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    properties, required = {}, []
+    for param in list(inspect.signature(function).parameters.values())[1:]:
+        properties[param.name] = _json_schema(hints.get(param.name, str))
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+    doc = inspect.getdoc(function) or ""
+    return Tool(
+        name=name or function.__name__.removeprefix("tool_"),
+        function=function,
+        description=doc.strip(),
+        parameters={"type": "object", "properties": properties, "required": required},
+        changes_things=changes_things,
+    )
+
+
+# --------------------------------------------------------------------------- argument handling
+
+
+TOO_DEEP = (
+    f"arguments are nested more than {MAX_NESTING} levels deep; send a flatter JSON object "
+    'like {"path": "file.txt"}'
+)
+
+
+def parse_arguments(raw: object) -> dict:
+    """Arguments as a dict; a JSON string (even one encoded twice) is decoded. Arguments that
+    nest more than MAX_NESTING levels (or more than the decoder can) are refused."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    value = raw
+    for _ in range(2):  # small models sometimes send '"{\\"path\\": ...}"'
+        if not isinstance(value, str):
+            break
+        try:
+            value = json.loads(value)
+        except RecursionError:
+            raise ArgumentError(TOO_DEEP) from None
+        except ValueError as exc:
+            raise ArgumentError(
+                f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); "
+                'send a JSON object like {"path": "file.txt"}'
+            ) from None
+    if not isinstance(value, dict):
+        raise ArgumentError(f"arguments must be a JSON object, not {type(value).__name__}")
+    if nesting_depth(value) > MAX_NESTING:
+        raise ArgumentError(TOO_DEEP)
+    return value
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _coerce(name: str, value: Any, schema: dict) -> Any:
+    """The value in the schema's type; the lenient conversions a small model needs."""
+    kind = schema.get("type")
+    try:
+        value = _convert(name, kind, value, schema)
+    except (ValueError, TypeError):
+        raise ArgumentError(
+            f"argument '{name}' must be of type {kind}, got {value!r:.60}"
+        ) from None
+    if "enum" in schema:
+        options = {str(option).casefold(): option for option in schema["enum"]}
+        if str(value).casefold() not in options:
+            raise ArgumentError(
+                f"argument '{name}' must be one of {', '.join(map(str, schema['enum']))}, "
+                f"got {value!r:.60}"
+            )
+        value = options[str(value).casefold()]
+    return value
+
+
+def _convert(name: str, kind: str | None, value: Any, schema: dict) -> Any:
+    if isinstance(value, bool) and kind in ("integer", "number"):
+        raise TypeError  # True is not a count
+    if kind == "integer":
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        with contextlib.suppress(ValueError):
+            return int(text)
+        number = float(text)  # "5.0" and 5.0 are fine, 5.5 is not
+        if not number.is_integer():
+            raise ValueError
+        return int(number)
+    if kind == "number":
+        number = value if isinstance(value, int | float) else float(str(value).strip())
+        if not math.isfinite(number):
+            raise ValueError
+        return number
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise ValueError
+    if kind == "string":
+        if isinstance(value, dict | list):
+            raise TypeError
+        return _valid_text(value if isinstance(value, str) else str(value))
+    if kind == "array":
+        if isinstance(value, str):  # '["a", "b"]' or a single item such as "src"
+            parsed = _json_list(value)
+            value = [value] if parsed is None else parsed
+        if not isinstance(value, list):
+            raise TypeError
+        items = schema.get("items", {})
+        return [_coerce(f"{name}[{i}]", item, items) for i, item in enumerate(value)]
+    if kind == "object":
+        value = json.loads(value) if isinstance(value, str) else value
+        if not isinstance(value, dict):
+            raise TypeError
+    return value
+
+
+def _valid_text(text: str) -> str:
+    """The text with lone surrogates (JSON allows "\\ud800"; UTF-8 does not) replaced by "?"."""
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _json_list(text: str) -> list | None:
+    if not text.strip().startswith("["):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None  # e.g. the glob "[ab]*.py"
+    return value if isinstance(value, list) else None
+
+
+def bind_arguments(tool: Tool, raw: object) -> dict:
+    args = parse_arguments(raw)
+    properties = tool.parameters["properties"]
+    unknown = sorted(set(args) - set(properties))
+    if unknown:
+        raise ArgumentError(
+            f"unknown argument(s) {', '.join(unknown)} for {tool.name}; "
+            f"expected: {', '.join(properties) or 'no arguments'}"
+        )
+    missing = [name for name in tool.parameters["required"] if args.get(name) is None]
+    if missing:
+        raise ArgumentError(f"missing required argument(s) for {tool.name}: {', '.join(missing)}")
+    return {
+        name: _coerce(name, value, properties[name])
+        for name, value in args.items()
+        if value is not None
+    }
+
+
+# --------------------------------------------------------------------------- tool sets
+
+
+class Toolset:
+    """The tools offered to one agent; anything not in here is refused, even if named."""
+
+    def __init__(self, tools: list[Tool]):
+        self.tools = {tool.name: tool for tool in tools}
+        self._schemas = [tool.schema() for tool in self.tools.values()]  # one list, reused
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tools
+
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def schemas(self) -> list[dict]:
+        return self._schemas
+
+    def without(self, *names: str) -> Toolset:
+        return Toolset([t for n, t in self.tools.items() if n not in names])
+
+    def plus(self, tools: list[Tool]) -> Toolset:
+        return Toolset([*self.tools.values(), *tools])
+
+    def changes_things(self, name: str) -> bool:
+        tool = self.tools.get(name)
+        return tool is None or tool.changes_things
+
+    def execute(self, ctx: ToolContext, name: str, raw_arguments: object) -> dict:
+        """Run a tool; every failure becomes an error result, never an exception.
+
+        Errors read "bad arguments: ..." when the call was wrong (the model should fix its
+        arguments), "<tool> failed: ..." when the tool itself broke, and otherwise say why the
+        tool refused or could not do it (path outside the workspace, file not found, ...).
+        """
+        tool = self.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            shown = name if isinstance(name, str) else repr(name)
+            return _failure(f"unknown tool '{shown:.80}'. Available tools: {', '.join(self.tools)}")
+        try:
+            result = tool.function(ctx, **bind_arguments(tool, raw_arguments))
+        except ArgumentError as exc:
+            return _failure(f"bad arguments: {exc}")
+        except (ToolError, PathError) as exc:
+            return _failure(str(exc))
+        except Exception as exc:  # a tool bug must not end the user's run
+            return _failure(f"{name} failed: {type(exc).__name__}: {exc}")
+        return _finish(name, result)
+
+
+def _failure(error: str) -> dict:
+    return {"success": False, "error": error}
+
+
+def _finish(name: str, result: object) -> dict:
+    """The tool's result as a JSON-safe dict with `success` (and `error` when it failed)."""
+    if result is None:
+        result = {}
+    if not isinstance(result, dict):
+        return _failure(f"{name} failed: it returned {type(result).__name__}, not an object")
+    try:
+        text = json.dumps(result, ensure_ascii=False, default=str)
+    except (TypeError, ValueError) as exc:
+        return _failure(f"{name} failed: its result is not JSON ({exc})")
+    result = json.loads(_valid_text(text))
+    result["success"] = bool(result.get("success", True))
+    if not result["success"] and not result.get("error"):
+        result["error"] = f"{name} failed without saying why"
+    return result

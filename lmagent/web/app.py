@@ -1,0 +1,344 @@
+"""Web front end: a Flask app on the LAN that drives the same loop as the REPL.
+
+`create_app(config, test_config=None)` builds the app; `python agent_web.py` serves it with
+waitress and prints the LAN address, the port and the PIN. The API is described in the
+project's contract (Web API); helpers live in web_auth, web_events, web_runs, web_files and
+web_server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from flask import Flask, Response, jsonify, render_template, request, send_file
+
+from lmagent.core.config import VERSION, Config
+from lmagent.core.workspace import Workspace
+from lmagent.runtime import unisolated_warning, unsandboxed_auto_refusal
+from lmagent.sessions.store import SessionStore
+from lmagent.web.auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, new_pin
+from lmagent.web.events import EventHub, stream
+from lmagent.web.files import FileProblem, describe_file, list_directory, raw_file, save_upload
+from lmagent.web.runs import Busy, RunManager
+from lmagent.web.server import MAX_STREAMS
+
+ROOT = Path(__file__).resolve().parent
+PUBLIC_ENDPOINTS = ("static", "login", "index")
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
+DEFAULTS = {
+    "PIN": "",
+    "ALLOWED_HOSTS": [],
+    "UPLOAD_MAX_BYTES": 10 * 1024 * 1024,
+    "SSE_HEARTBEAT": 15.0,
+    "EVENT_BUFFER": 4096,
+    "EVENT_BUFFER_BYTES": 8 << 20,
+    "MAX_STREAMS": MAX_STREAMS,
+    "MAX_FAILURES": 5,
+    "FAILURE_WINDOW": 15 * 60,
+}
+
+
+@dataclass
+class WebState:
+    """Everything one app instance holds (app.extensions["lmagent"])."""
+
+    config: Config
+    guard: Guard
+    hub: EventHub
+    runs: RunManager
+    workspace: Workspace
+
+    def shutdown(self) -> None:
+        self.runs.shutdown()
+
+
+def create_app(config: Config, test_config: dict | None = None, *, runtime=None) -> Flask:
+    """The app. `runtime` (agent_setup.Runtime) gives runs the same tools, model client and
+    services as the REPL; main() passes one, tests may leave it out."""
+    app = Flask(__name__, root_path=str(ROOT))
+    app.config.update(DEFAULTS)
+    app.config.update(test_config or {})
+    app.config["MAX_CONTENT_LENGTH"] = app.config["UPLOAD_MAX_BYTES"] + 64 * 1024
+    app.config["PIN"] = app.config["PIN"] or config.agent_token or new_pin()
+    guard = Guard(
+        app.config["PIN"],
+        app.config["ALLOWED_HOSTS"],
+        max_failures=app.config["MAX_FAILURES"],
+        window=app.config["FAILURE_WINDOW"],
+    )
+    hub = EventHub(
+        app.config["EVENT_BUFFER"], app.config["EVENT_BUFFER_BYTES"], app.config["MAX_STREAMS"]
+    )
+    runs = RunManager(config, hub, runtime)
+    state = WebState(config, guard, hub, runs, Workspace(config.workspace))
+    app.extensions["lmagent"] = state
+    _install_checks(app, state)
+    _install_pages(app, state)
+    _install_api(app, state)
+    _install_files(app, state)
+    return app
+
+
+def _error(message: str, status: int, **extra) -> tuple[Response, int]:
+    return jsonify({"error": message, **extra}), status
+
+
+def _client() -> str:
+    return request.remote_addr or "unknown"
+
+
+# --------------------------------------------------------------------------- request checks
+
+
+def _install_checks(app: Flask, state: WebState) -> None:
+    guard = state.guard
+
+    @app.before_request
+    def check_request():
+        if not guard.host_allowed(request.host):
+            return _error("unknown host name; use the address the server printed", 400)
+        origin, site = request.headers.get("Origin"), request.headers.get("Sec-Fetch-Site")
+        if not guard.same_origin(request.method, request.host, origin, site):
+            return _error("cross-origin request refused", 403)
+        simple_form = request.mimetype in FORM_TYPES  # what a cross-site form could send
+        if request.method not in SAFE_METHODS and request.endpoint != "upload" and simple_form:
+            return _error("send JSON (Content-Type: application/json)", 415)
+        if request.endpoint in PUBLIC_ENDPOINTS:
+            return None
+        if guard.session_valid(request.cookies.get(COOKIE)):
+            return None
+        token = guard.bearer_token(request.headers.get("Authorization"))
+        if token is None:
+            return _error("sign in first", 401)
+        wait = guard.retry_after(_client())
+        if wait:
+            return _locked(wait)
+        if guard.pin_matches(token):
+            return None
+        guard.record_failure(_client())  # a wrong Bearer token is a failed sign-in
+        return _error("wrong PIN", 401)
+
+    @app.after_request
+    def security_headers(response: Response) -> Response:
+        headers = response.headers
+        headers.setdefault("Content-Security-Policy", APP_CSP)
+        headers.setdefault("X-Frame-Options", "DENY")
+        headers["X-Content-Type-Options"] = "nosniff"
+        headers["Referrer-Policy"] = "no-referrer"
+        headers["Cross-Origin-Opener-Policy"] = "same-origin"
+        headers["Cross-Origin-Resource-Policy"] = "same-origin"
+        headers["Permissions-Policy"] = "camera=(), microphone=(), geolocation=()"
+        if request.path.startswith("/api/") and "Cache-Control" not in headers:
+            headers["Cache-Control"] = "no-store"
+        return response
+
+
+def _locked(wait: int) -> tuple[Response, int]:
+    response, status = _error(
+        f"too many failed sign-ins; try again in {wait} s", 429, retry_after=wait
+    )
+    response.headers["Retry-After"] = str(wait)
+    return response, status
+
+
+# --------------------------------------------------------------------------- pages and sign-in
+
+
+def _install_pages(app: Flask, state: WebState) -> None:
+    guard = state.guard
+
+    @app.get("/")
+    def index():
+        if not guard.session_valid(request.cookies.get(COOKIE)):
+            return render_template("login.html", version=VERSION)
+        warning = unisolated_warning(state.config)
+        return render_template("index.html", version=VERSION, sandbox_warning=warning)
+
+    @app.post("/api/login")
+    def login():
+        wait = guard.retry_after(_client())
+        if wait:
+            return _locked(wait)
+        body = request.get_json(silent=True)
+        pin = body.get("pin") if isinstance(body, dict) else None
+        if not guard.pin_matches(pin):
+            guard.record_failure(_client())
+            return _error("wrong PIN", 401)
+        guard.clear_failures(_client())
+        response = jsonify({"ok": True})
+        response.set_cookie(
+            COOKIE,
+            guard.new_session(),
+            max_age=int(guard.session_ttl),
+            httponly=True,
+            samesite="Strict",
+            secure=request.is_secure,
+            path="/",
+        )
+        return response
+
+    @app.post("/api/logout")
+    def logout():
+        guard.end_session(request.cookies.get(COOKIE))
+        response = jsonify({"ok": True})
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="Strict")
+        return response
+
+
+# --------------------------------------------------------------------------- runs and sessions
+
+
+def _install_api(app: Flask, state: WebState) -> None:
+    _install_run_routes(app, state.runs)
+    _install_session_routes(app, state)
+    _install_stream(app, state)
+
+
+def _install_run_routes(app: Flask, runs: RunManager) -> None:
+    """Start, stop and steer the one active run."""
+
+    @app.post("/api/chat")
+    def chat():
+        body = request.get_json(silent=True) or {}
+        message = body.get("message")
+        if not isinstance(message, str) or not message.strip():
+            return _error("message is required", 400)
+        session_id = body.get("session_id") or None
+        if session_id is not None and not isinstance(session_id, str):
+            return _error("session_id must be a string", 400)
+        try:
+            run = runs.start(
+                message,
+                session_id,
+                plan=bool(body.get("plan")),
+                client_id=str(body.get("client_id") or ""),
+            )
+        except Busy as exc:
+            return _error(str(exc), 429, run_id=exc.run.run_id, session_id=exc.run.session.id)
+        except KeyError as exc:
+            return _error(str(exc.args[0] if exc.args else exc), 404)
+        return jsonify({"run_id": run.run_id, "session_id": run.session.id}), 202
+
+    @app.post("/api/stop")
+    def stop():
+        return jsonify({"stopping": runs.stop()})
+
+    @app.post("/api/permission")
+    def permission():
+        body = request.get_json(silent=True) or {}
+        try:
+            answered = runs.answer(str(body.get("request_id") or ""), str(body.get("decision")))
+        except ValueError as exc:
+            return _error(str(exc), 400)
+        if not answered:
+            return _error("no such pending permission request", 404)
+        return jsonify({"ok": True})
+
+    @app.route("/api/mode", methods=["GET", "POST"])
+    def mode():
+        if request.method == "POST":
+            body = request.get_json(silent=True) or {}
+            refusal = unsandboxed_auto_refusal(runs.config, str(body.get("mode")))
+            if refusal:
+                return _error(refusal, 400)
+            try:
+                runs.set_mode(str(body.get("mode")))
+            except ValueError as exc:
+                return _error(str(exc), 400)
+        return jsonify({"mode": runs.status()["mode"], "default_mode": runs.mode})
+
+    @app.get("/api/status")
+    def status():
+        info = {"version": VERSION, **runs.status()}
+        info["sandbox_warning"] = unisolated_warning(runs.config)
+        if request.args.get("detail") == "1":
+            info["details"] = runs.details()
+        return jsonify(info)
+
+
+def _install_session_routes(app: Flask, state: WebState) -> None:
+    """Saved sessions, from disk."""
+
+    @app.get("/api/sessions")
+    def sessions():
+        return jsonify({"sessions": SessionStore(state.workspace).list()})
+
+    @app.get("/api/sessions/<session_id>")
+    def session(session_id: str):
+        try:
+            found = SessionStore(state.workspace).open(session_id)
+        except KeyError as exc:
+            return _error(str(exc.args[0] if exc.args else exc), 404)
+        found.close()
+        return jsonify(
+            {"meta": found.meta, "transcript": found.transcript, "state": found.state.to_dict()}
+        )
+
+
+def _install_stream(app: Flask, state: WebState) -> None:
+    """The event stream, with replay from Last-Event-ID."""
+    runs = state.runs
+
+    @app.get("/api/stream")
+    def events():
+        last = request.headers.get("Last-Event-ID") or request.args.get("last_event_id")
+        cursor, prelude = runs.open_stream(last, request.args.get("from") == "run")
+        disconnected = request.environ.get("waitress.client_disconnected") or (lambda: False)
+        body = stream(
+            state.hub,
+            cursor,
+            prelude,
+            runs.resync,
+            heartbeat=float(app.config["SSE_HEARTBEAT"]),
+            disconnected=disconnected,
+        )
+        response = Response(body, mimetype="text/event-stream")
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Accel-Buffering"] = "no"
+        return response
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _install_files(app: Flask, state: WebState) -> None:
+    workspace = state.workspace
+
+    @app.errorhandler(FileProblem)
+    def file_problem(exc: FileProblem):
+        return _error(str(exc), exc.status)
+
+    @app.errorhandler(413)
+    def too_large(exc):
+        limit = app.config["UPLOAD_MAX_BYTES"] // (1024 * 1024)
+        return _error(f"the upload is too large (limit {limit} MB)", 413)
+
+    @app.get("/api/files")
+    def files():
+        return jsonify(list_directory(workspace, request.args.get("path")))
+
+    @app.get("/api/file")
+    def file():
+        path = request.args.get("path")
+        if request.args.get("raw") != "1":
+            return jsonify(describe_file(workspace, path))
+        raw = raw_file(workspace, path)
+        response = send_file(raw.handle, mimetype=raw.mimetype, max_age=0, etag=False)
+        response.headers["Content-Disposition"] = "inline"
+        response.headers["Cache-Control"] = "no-store"
+        if raw.sandboxed:
+            response.headers["Content-Security-Policy"] = PREVIEW_CSP
+            response.headers["X-Frame-Options"] = "SAMEORIGIN"
+        return response
+
+    @app.post("/api/upload")
+    def upload():
+        storage = request.files.get("file")
+        if storage is None:
+            return _error("send the image as the multipart field 'file'", 400)
+        limit = app.config["UPLOAD_MAX_BYTES"]
+        data = storage.stream.read(limit + 1)
+        if len(data) > limit:
+            return too_large(None)
+        return jsonify(save_upload(workspace, storage.filename or "", data)), 201

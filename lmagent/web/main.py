@@ -1,0 +1,131 @@
+"""Web front end: a Flask app on the LAN that drives the same loop as the REPL.
+
+`create_app(config, test_config=None)` builds the app; `python agent_web.py` serves it with
+waitress and prints the LAN address, the port and the PIN. The API is described in the
+project's contract (Web API); helpers live in web_auth, web_events, web_runs, web_files and
+web_server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from flask import Flask
+
+from lmagent.core.config import VERSION, Config, ConfigError
+from lmagent.core.workspace import Workspace
+from lmagent.runtime import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
+from lmagent.web.app import create_app
+from lmagent.web.auth import new_pin
+from lmagent.web.server import WebServer, announce, limit_malloc_arenas, url
+
+# --------------------------------------------------------------------------- entry point
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent_web.py", description="LMAgent web UI for browsers on this machine and the LAN."
+    )
+    parser.add_argument("--host", help="bind address (AGENT_HOST, default 0.0.0.0)")
+    parser.add_argument("--port", type=int, help="port (AGENT_PORT, default 7860)")
+    parser.add_argument("--workspace", help="the directory the agent works in")
+    parser.add_argument("--permission", choices=("auto", "normal", "manual"))
+    parser.add_argument(
+        "--allow-unsandboxed-auto",
+        action="store_true",
+        help="allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = {
+        "agent_host": args.host,
+        "agent_port": args.port,
+        "permission_mode": args.permission,
+        "allow_unsandboxed_auto": True if args.allow_unsandboxed_auto else None,
+        "workspace": Path(args.workspace).expanduser().resolve() if args.workspace else None,
+    }
+    try:
+        config = Config.load(overrides=overrides)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    refusal = unsandboxed_auto_refusal(config, config.permission_mode)
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return 1
+    Workspace(config.workspace).ensure()
+    limit_malloc_arenas()
+    addresses = announce(config.agent_host)
+    pin = config.agent_token or new_pin()
+    from lmagent.runtime import Runtime
+
+    runtime = Runtime(config).start()
+    app = create_app(config, {"PIN": pin, "ALLOWED_HOSTS": addresses.allowed}, runtime=runtime)
+    try:
+        server = WebServer(app, config.agent_host, config.agent_port)
+    except (OSError, ValueError) as exc:  # ValueError: a host name that does not resolve
+        runtime.close()
+        where = f"{config.agent_host}:{config.agent_port}"
+        print(f"error: cannot listen on {where}: {exc}; check AGENT_HOST", file=sys.stderr)
+        return 1
+    scheduler = _host_scheduler(config, runtime, app)
+    _print_banner(config, addresses, server.port, pin, runtime.banner_lines())
+    _stop_on_signals(app)
+    try:
+        server.run()
+    finally:
+        server.shutdown()
+        if scheduler is not None:
+            scheduler.stop()
+    return 0
+
+
+def _host_scheduler(config: Config, runtime, app: Flask):
+    """Run the workspace's scheduler inside the web server, unless a daemon already does.
+
+    Scheduled runs are sessions of their own (listed with the others); they never stream into
+    the browser's chat, and no task is claimed while a browser run is active."""
+    import lmagent.scheduler.service as agent_scheduler
+
+    runs = app.extensions["lmagent"].runs
+    refusal = unsandboxed_auto_refusal(config, "auto", SCHEDULER_RUNS_AUTO)
+    if refusal:
+        print(f"scheduler: not started here: {refusal}", flush=True)
+        return None
+    try:
+        return agent_scheduler.start_background(
+            config, runtime=runtime, busy=lambda: runs.active is not None
+        )
+    except agent_scheduler.SchedulerLocked as exc:
+        print(f"scheduler: {exc}; scheduled tasks run there", flush=True)
+        return None
+
+
+def _print_banner(config: Config, addresses, port: int, pin: str, facts: list[str]) -> None:
+    shown_pin = "the value of AGENT_TOKEN" if config.agent_token else pin
+    lines = [
+        f"LMAgent web UI {VERSION} · mode {config.permission_mode}",
+        *(f"  {fact}" for fact in facts),
+        f"  Open on your LAN:  {url(addresses.primary, port)}",
+        f"  On this machine:   {url('localhost', port)}",
+    ]
+    lines += [f"  Also reachable:    {url(a, port)}" for a in addresses.others]
+    lines += [f"  Port: {port}", f"  PIN:  {shown_pin}", "Press Ctrl+C to stop."]
+    print("\n".join(lines), flush=True)
+
+
+def _stop_on_signals(app: Flask) -> None:
+    """Ctrl+C / SIGTERM: stop the run (saved as interrupted) and the streams, then leave."""
+
+    def handler(signum, frame):
+        app.extensions["lmagent"].shutdown()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
