@@ -7,6 +7,7 @@ import json
 
 from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
+from lmagent.llm.quirks import unsent_at_start
 from lmagent.loop.compaction import estimate_tokens
 from lmagent.subagents.tools import agent_toolset
 from lmagent.tools.mcp import MCPManager, describe_command
@@ -98,8 +99,7 @@ class Runtime:
     def client(self) -> LLMClient:
         """A client for one run; a blank LLM_MODEL means the model the server has loaded."""
         client = LLMClient(self.config, model=self.config.llm_model or self.model.model_id)
-        if self.model.supports_tools is False:  # the template would silently drop the tools:
-            client.dropped_params.add("tools")  # describe them in the prompt (text tool calls)
+        client.dropped_params |= unsent_at_start(self.model.supports_tools)
         return client
 
     def _check_context(self) -> None:
@@ -127,7 +127,7 @@ class Runtime:
         )
 
     def run_options(self) -> dict:
-        """Keyword arguments for agent_llm.run_agent shared by every front end."""
+        """Keyword arguments for lmagent.loop.run.run_agent shared by every front end."""
         return {
             "services": self.services,
             "toolset": self.toolset(),

@@ -2,8 +2,8 @@
 
 Streaming is consumed as Server-Sent Events; deltas become callbacks (token, thinking), and the
 assembled reply comes back as a `Reply`. What to do about each kind of failure is one table,
-RETRY_POLICY; the client applies it, except context overflow, which the loop handles by
-compacting the conversation.
+RETRY_POLICY in quirks.py (with all else that differs between servers); the client applies it,
+except context overflow, which the loop handles by compacting the conversation.
 
 Requests go through `http.client` on a socket the client owns, so a stop request can shut the
 socket down at any moment: while connecting, while the server is still reading the prompt, and
@@ -25,97 +25,31 @@ from urllib.parse import urlsplit
 
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
+from lmagent.llm.errors import (
+    ContextOverflow,
+    LLMError,
+    LLMStopped,
+    LLMTimeout,
+    LLMUnreachable,
+    StreamBroken,
+)
+from lmagent.llm.quirks import RETRY_POLICY, SERVERS, RetryRule, rejected_params
+
+__all__ = [
+    "RETRY_POLICY",
+    "ContextOverflow",
+    "LLMError",
+    "LLMStopped",
+    "LLMTimeout",
+    "LLMUnreachable",
+    "RetryRule",
+    "StreamBroken",
+    "rejected_params",
+]
 
 CONNECT_TIMEOUT = 10
 MAX_BACKOFF = 30.0  # seconds between two retries at most
 MAX_LOADING_POLL = 5.0  # seconds between two polls of a loading model at most
-# request fields a server may reject; the least important is dropped first
-OPTIONAL_PARAMS = ("stream_options", "parallel_tool_calls", "tool_choice", "tools")
-
-
-# --------------------------------------------------------------------------- errors and policy
-
-
-class LLMError(Exception):
-    """A request to the LLM server failed; `status` is the HTTP status when there was one."""
-
-    def __init__(self, message: str, status: int | None = None, body: str = "", sent=()):
-        super().__init__(message)
-        self.status = status
-        self.body = body
-        self.sent = tuple(sent)  # top-level fields of the request that failed
-
-
-class LLMUnreachable(LLMError):
-    """No connection (refused, DNS, timeout while connecting), or no answer at all."""
-
-
-class LLMTimeout(LLMUnreachable):
-    """The server took the connection but did not answer within LLM_TIMEOUT seconds."""
-
-
-class StreamBroken(LLMError):
-    """The reply was cut off: the connection dropped, or the stream ended before its finish
-    reason or [DONE]."""
-
-
-class ContextOverflow(LLMError):
-    """The server says the prompt does not fit the model's context window."""
-
-
-class LLMStopped(Exception):
-    """The user stopped the run while the model was replying."""
-
-
-def rejected_params(exc: Exception) -> list[str]:
-    """Optional fields that were sent and that the error body names ("tool choice" too)."""
-    body = getattr(exc, "body", "").lower()
-    sent = getattr(exc, "sent", ())
-    return [p for p in OPTIONAL_PARAMS if p in sent and re.search(p.replace("_", "[_ -]"), body)]
-
-
-@dataclass(frozen=True)
-class RetryRule:
-    """One row of RETRY_POLICY: which failures it covers and what the client does about them."""
-
-    kind: type  # the exception class covered
-    statuses: Iterable[int]  # HTTP statuses covered; ANY = all
-    words: tuple[str, ...]  # words in the error body, one is enough; ANY = no condition
-    action: str  # backoff | wait | resume | compact | drop_param | fail (see LLMClient._recover)
-    message: str  # what the user is told
-
-    def matches(self, exc: Exception) -> bool:
-        status, body = getattr(exc, "status", None), getattr(exc, "body", "").lower()
-        return (
-            isinstance(exc, self.kind)
-            and (not self.statuses or status in self.statuses)
-            and (not self.words or any(word in body for word in self.words))
-        )
-
-
-# First match wins. backoff: retry after 1, 2, 4 ... x LLM_RETRY_DELAY s, LLM_RETRIES times;
-# wait: poll (at most every MAX_LOADING_POLL s) until LLM_TIMEOUT s have passed; resume: retry
-# at once, LLM_RETRIES times; compact: raise ContextOverflow for the loop; drop_param: retry
-# without the rejected field and never send it again; fail: raise at once.
-# fmt: off
-ANY: tuple = ()
-OVERFLOW_WORDS = ("context length", "context window", "context size", "exceed_context_size",
-                  "too many tokens", "maximum context", "n_ctx", "prompt is too long")
-PARAM_WORDS = (*OPTIONAL_PARAMS, "tool choice", "tool-choice")
-LOADING_WORDS = ("loading model", "model is loading")
-RETRY_POLICY: tuple[RetryRule, ...] = (
-    RetryRule(LLMTimeout, ANY, ANY, "fail", "no answer within LLM_TIMEOUT; raise it if needed"),
-    RetryRule(LLMUnreachable, ANY, ANY, "backoff", "cannot reach the LLM server"),
-    RetryRule(StreamBroken, ANY, ANY, "resume", "the reply broke off; asking again"),
-    RetryRule(LLMError, (400, 413, 500), OVERFLOW_WORDS, "compact", "the context is full"),
-    RetryRule(LLMError, (400, 422), PARAM_WORDS, "drop_param", "a request field was rejected"),
-    RetryRule(LLMError, (503,), ANY, "wait", "the model is still loading; waiting"),
-    RetryRule(LLMError, ANY, LOADING_WORDS, "wait", "the model is still loading; waiting"),
-    RetryRule(LLMError, range(500, 600), ANY, "backoff", "the LLM server returned an error"),
-    RetryRule(LLMError, (429,), ANY, "backoff", "the LLM server is busy"),
-    RetryRule(Exception, ANY, ANY, "fail", "the LLM request failed"),
-)
-# fmt: on
 
 
 def rule_for(exc: Exception) -> RetryRule:
@@ -847,12 +781,14 @@ def unreachable_message(llm_url: str) -> str:
 
 
 def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
-    """Ask the server what is loaded and how large its context window is (best effort)."""
+    """Ask the server what is loaded and how large its context window is (best effort): each
+    kind of server in quirks.SERVERS, in order, until one answers."""
     base = base_url(config.llm_url)
     headers = {"Authorization": f"Bearer {config.llm_api_key}"} if config.llm_api_key else {}
-    for probe in (_probe_lmstudio, _probe_llamacpp, _probe_openai):
+    for server in SERVERS:
         try:
-            info = probe(lambda path: _get_json(base + path, headers, timeout), config.llm_model)
+            data = _get_json(base + server.info_path, headers, timeout)
+            info = _READERS[server.source](data, config.llm_model) if data else None
         except (OSError, http.client.HTTPException) as exc:
             # nobody answers: asking the other endpoints would not help
             absent = isinstance(exc, ConnectionRefusedError | socket.gaierror)
@@ -874,9 +810,8 @@ def _get_json(url: str, headers: dict, timeout: float) -> dict | None:
         conn.close()
 
 
-def _probe_lmstudio(get, wanted) -> ModelInfo | None:
-    data = get("/api/v0/models")
-    if not data or not isinstance(data.get("data"), list):
+def _read_lmstudio(data: dict, wanted: str) -> ModelInfo | None:
+    if not isinstance(data.get("data"), list):
         return None
     models = [m for m in data["data"] if isinstance(m, dict) and m.get("id")]
     loaded = [m for m in models if m.get("state") == "loaded"]
@@ -894,10 +829,7 @@ def _probe_lmstudio(get, wanted) -> ModelInfo | None:
     return ModelInfo(chosen["id"], int(length) if length else None, vision, "lmstudio")
 
 
-def _probe_llamacpp(get, wanted) -> ModelInfo | None:
-    data = get("/props")
-    if not data:
-        return None
+def _read_llamacpp(data: dict, wanted: str) -> ModelInfo | None:
     settings = data.get("default_generation_settings") or {}
     n_ctx = settings.get("n_ctx") or data.get("n_ctx")
     if not n_ctx:
@@ -909,9 +841,12 @@ def _probe_llamacpp(get, wanted) -> ModelInfo | None:
     return ModelInfo(alias, int(n_ctx), vision, "llama.cpp", tools if tools is False else None)
 
 
-def _probe_openai(get, wanted) -> ModelInfo | None:
-    data = get("/v1/models")
-    if not data or not data.get("data"):
+def _read_openai(data: dict, wanted: str) -> ModelInfo | None:
+    if not data.get("data"):
         return None
     ids = [m.get("id", "") for m in data["data"]]
     return ModelInfo(wanted if wanted in ids else ids[0], None, [], "openai")
+
+
+# how each kind of server in quirks.SERVERS describes what is loaded
+_READERS = {"lmstudio": _read_lmstudio, "llama.cpp": _read_llamacpp, "openai": _read_openai}

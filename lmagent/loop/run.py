@@ -3,7 +3,7 @@
 A step is: maybe compact, query the model, then either run the tool calls or decide whether the
 reply ends the run. How a run ends is expressed by small exceptions (mini-swe-agent style); the
 transcript is durable after every message, so a crash still leaves a resumable session.
-What the model is told and how its plain replies are read lives in agent_prompts.py.
+What the model is told and how its plain replies are read lives in lmagent/loop/prompts.py.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from lmagent.llm.client import (
     LLMUnreachable,
 )
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
-from lmagent.loop.compaction import Compactor, estimate_tokens
+from lmagent.llm.tokens import estimate_tokens
+from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
 from lmagent.loop.permissions import PermissionGate
