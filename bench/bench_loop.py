@@ -1,4 +1,4 @@
-"""Per-step overhead of the real loop (`agent_llm.run_agent`) against an instant scripted server.
+"""Per-step overhead of the real loop (`run_agent`) against an instant scripted server.
 
 One session makes STEPS tool calls (a read of a small file, arguments differing each step so
 loop detection stays quiet) and then answers TASK_COMPLETE. A step is delimited by the loop's

@@ -27,7 +27,8 @@ from bench.common import (
     temp_workspace,
     time_call,
 )
-from lmagent.loop.compaction import Compactor, estimate_tokens
+from lmagent.llm.tokens import estimate_tokens
+from lmagent.loop.compaction import Compactor
 from lmagent.loop.run import SUMMARY_TOKENS, open_session, run_agent
 from lmagent.sessions.store import SessionStore
 

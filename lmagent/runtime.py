@@ -8,7 +8,7 @@ import json
 from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
 from lmagent.llm.quirks import unsent_at_start
-from lmagent.loop.compaction import estimate_tokens
+from lmagent.llm.tokens import estimate_tokens
 from lmagent.subagents.tools import agent_toolset
 from lmagent.tools.mcp import MCPManager, describe_command
 from lmagent.tools.registry import Services, Toolset, sandbox_config
@@ -137,13 +137,15 @@ class Runtime:
 
     # ------------------------------------------------------------------ reporting
 
-    def banner_lines(self) -> list[str]:
+    def banner_lines(self, mode: str | None = None) -> list[str]:
+        """Where and how the agent works, in two lines (`mode`: the permission mode, when the
+        front end has one), then vision, MCP servers and warnings."""
         model = self.model.model_id or self.config.llm_model or "(the server's loaded model)"
         window = f"{self.context_length} tokens" if self.context_length else "unknown"
+        permission = f" · permission mode {mode}" if mode else ""
         lines = [
-            f"workspace {self.config.workspace}",
+            f"workspace {self.config.workspace} · sandbox {self.sandbox_description()}{permission}",
             f"model {model} at {self.config.llm_url} · context {window}",
-            f"sandbox {self.sandbox_description()}",
         ]
         unisolated = unisolated_warning(self.config)
         if unisolated:
@@ -170,10 +172,8 @@ class Runtime:
             return f"unavailable ({exc})"
         return f"{backend} ({reason})"
 
-    def status_lines(self, session_meta: dict | None = None) -> list[str]:
-        lines = self.banner_lines()
-        if self.mcp is not None:
-            lines.extend(f"MCP {line}" for line in self.mcp.status_lines())
+    def status_lines(self, session_meta: dict | None = None, mode: str | None = None) -> list[str]:
+        lines = self.banner_lines(mode)
         if session_meta:
             lines.append(
                 f"session {session_meta['id']}: {session_meta.get('status')}, "

@@ -20,8 +20,8 @@ from lmagent.loop.permissions import PermissionGate
 from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
 from lmagent.subagents.manifest import MAX_TASKS, ManifestError, parse_manifest
-from lmagent.subagents.run import REMINDER
-from lmagent.subagents.tools import BcaSettings, agent_toolset
+from lmagent.subagents.run import REMINDER, BcaSettings
+from lmagent.subagents.tools import agent_toolset
 from lmagent.tools.registry import Services
 from tests.conftest import make_config, tool_context
 from tests.scripted_llm import text, tool_call

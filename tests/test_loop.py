@@ -1,4 +1,4 @@
-"""The loop (`agent_llm.run_agent`) against the scripted server: completion protocol, bad input
+"""The loop (`run_agent`) against the scripted server: completion protocol, bad input
 from the model, and loop detection."""
 
 from __future__ import annotations

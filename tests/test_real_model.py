@@ -405,14 +405,14 @@ def test_embedded_run_ends_and_leaves_no_server_behind(workspace, how):
     assert done.returncode in (0, 2), done.stderr  # completed, or ran out of iterations
     port = ready.group(1)
     assert not port_open(int(port))
-    assert processes_with("embedded_llm.py", "--port", port) == []
+    assert processes_with("lmagent/llm/embedded.py", "--port", port) == []
 
 
 def test_embedded_server_exits_when_its_parent_is_killed():
     """SIGKILL leaves no `finally:` to stop the server: it notices its stdin pipe closing."""
     need_module("xllamacpp")
     code = (
-        "import os, signal, embedded_llm\n"
+        "import os, signal\nimport lmagent.llm.embedded as embedded_llm\n"
         f"server = embedded_llm.EmbeddedServer(embedded_llm.resolve_model({str(need_model())!r}),"
         " n_ctx=1024, threads=1).start()\n"
         "print(server.port, flush=True)\n"
@@ -424,7 +424,7 @@ def test_embedded_server_exits_when_its_parent_is_killed():
     port = done.stdout.strip()
     assert done.returncode == -9 and port.isdigit(), done.stderr
     deadline = time.monotonic() + 30
-    while processes_with("embedded_llm.py", "--port", port) and time.monotonic() < deadline:
+    while processes_with("lmagent/llm/embedded.py", "--port", port) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_with("embedded_llm.py", "--port", port) == []
+    assert processes_with("lmagent/llm/embedded.py", "--port", port) == []
     assert not port_open(int(port))

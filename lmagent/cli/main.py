@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lmagent.core.config import VERSION
+from lmagent.core.config import VERSION, describe_settings
+
+MAIN_VARIABLES = ("WORKSPACE", "LLM_URL", "LLM_MODEL", "LLM_API_KEY", "PERMISSION_MODE")
+EXIT_CODES_HELP = """exit codes of a run:
+  0    completed (also: waiting for a scheduled wake-up)
+  1    error (e.g. the LLM server unreachable; the cause is one line on stderr)
+  2    the iteration limit (MAX_ITERATIONS) was reached
+  3    blocked: the agent cannot proceed, or a permission was needed and nobody could answer
+  130  interrupted (Ctrl+C, SIGINT, SIGTERM)"""
 
 
 class CliError(Exception):
@@ -19,15 +27,31 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="agent_main.py",
         description="LMAgent: a local coding agent for LM Studio and OpenAI-compatible servers.",
+        epilog=help_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("task", nargs="*", help="task to run once (omit for the interactive REPL)")
-    parser.add_argument("--workspace", help="the directory the agent works in")
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the only directory the agent may read or write (default: WORKSPACE, ~/lm_workspace)",
+    )
+    parser.add_argument(
+        "--url", metavar="URL", help="the server's chat completions endpoint (default: LLM_URL)"
+    )
+    parser.add_argument(
+        "--model", metavar="NAME", help="model id (default: LLM_MODEL, blank = the loaded model)"
+    )
     parser.add_argument("--resume", metavar="SESSION_ID", help="continue a saved session")
     parser.add_argument("--list-sessions", action="store_true", help="list saved sessions")
     parser.add_argument("--plan", action="store_true", help="show a plan for approval first")
-    parser.add_argument("--permission", choices=("auto", "normal", "manual"))
+    parser.add_argument(
+        "--permission",
+        choices=("auto", "normal", "manual"),
+        help="auto: never ask; normal: ask before changing files or running commands; "
+        "manual: ask before every tool (default: PERMISSION_MODE, normal)",
+    )
     parser.add_argument(
         "--allow-unsandboxed-auto",
         action="store_true",
@@ -42,17 +66,46 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--scheduler", action="store_true", help="run the scheduler daemon")
     parser.add_argument("--submit", metavar="TEXT", help="queue a task (text or JSON) for it")
-    parser.add_argument("--not-before", metavar="TIME", help="with --submit: start no earlier")
+    parser.add_argument(
+        "--not-before", metavar="ISO", help="with --submit: start no earlier than this time"
+    )
     parser.add_argument("--scheduler-status", action="store_true", help="queue and recent runs")
     parser.add_argument("--max-concurrent", type=int, metavar="N", help="scheduler tasks at once")
     return parser
 
 
-def load_config(args: argparse.Namespace):
-    """Defaults → .env files → environment → command-line flags."""
-    from lmagent.core.config import Config, ConfigError
+def help_epilog() -> str:
+    """The main variables with their defaults, and the exit codes, for --help."""
+    settings = {name: (default, doc) for name, default, doc in describe_settings()}
+    lines = ["settings (environment, else .env in this directory or beside the scripts):"]
+    for name in MAIN_VARIABLES:
+        default, doc = settings[name]
+        lines.append(f"  {name:<16} {doc} (default: {default or 'blank'})")
+    lines.append("  every variable and its default: .env.example")
+    return "\n".join(lines) + "\n\n" + EXIT_CODES_HELP
 
-    overrides = {
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """Combinations argparse cannot express."""
+    if args.not_before and args.submit is None:
+        raise CliError(
+            "--not-before only applies to --submit (queue the task for the scheduler); "
+            "a task given directly runs now"
+        )
+
+
+def load_config(args: argparse.Namespace, first_run: dict | None = None):
+    """Defaults → .env files → environment → command-line flags (and first-run answers)."""
+    from lmagent.core.config import Config, ConfigError, _parse_url
+
+    overrides = dict(first_run or {})
+    try:
+        if args.url is not None:
+            overrides["llm_url"] = _parse_url("--url", args.url)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    overrides |= {
+        "llm_model": args.model.strip() if args.model is not None else None,
         "workspace": args.workspace,
         "permission_mode": args.permission,
         "allow_unsandboxed_auto": True if args.allow_unsandboxed_auto else None,
@@ -75,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.version:
             print(f"lmagent {VERSION}")
             return 0
+        check_arguments(args)
         return dispatch(args, load_config(args))
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,11 +1,5 @@
-"""The scheduler: an inbox of tasks on disk, a daemon that runs each one exactly once, and
-timed wake-ups of waiting sessions. Usable alone (`--scheduler`) or inside a front end
-(`start_background`, used by the REPL and the web UI).
-
-The parts: scheduler_files.py (tasks, `submit`, paths, the daemon lock, history),
-scheduler_queue.py (how task files move), scheduler_daemon.py (`Scheduler`), waiting_index.py
-(the index of waiting sessions every run keeps up to date). This module hosts the daemon in a
-front end's thread, reports its status, and is its command line.
+"""The scheduler in the terminal: `--submit`, `--scheduler-status` and `--scheduler` (the daemon
+in the foreground).
 """
 
 from __future__ import annotations

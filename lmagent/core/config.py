@@ -1,7 +1,8 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
+"""Settings, read once: defaults, then the `.env` in the current directory, then the `.env` next
+to the scripts (each only fills in what is still unset), then the environment, then flags.
 
-Everything here is front-end neutral and imports nothing from the other agent modules.
+`Config` is the one settings object; every part (the sandbox included) takes what it needs
+from it. Each allowed-value list is defined here once.
 """
 
 from __future__ import annotations
@@ -16,12 +17,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
-
 
 VERSION = "0.1.0"
 # the directory holding the lmagent package: a checkout's root, where agent_main.py lives
@@ -118,6 +113,11 @@ def _parse_host(name: str, raw: str) -> str:
             "127.0.0.1 for this machine only, ::) or a host name"
         )
     return value
+
+
+# how tool calls are asked for: decided by a probe, the server's tool_calls, calls written as
+# text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
+TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
 
 
 def _setting(env: str, parse, default: str, doc: str):
@@ -234,6 +234,12 @@ class Config:
     )
     embedded_model: str = _setting(
         "EMBEDDED_MODEL", _parse_str, "", "GGUF file for --embedded (blank = bundled SmolLM2)"
+    )
+    tool_call_mode: str = _setting(
+        "TOOL_CALL_MODE",
+        _parse_choice(*TOOL_CALL_MODES),
+        "auto",
+        "auto/native/text/constrained: how the model's tool calls are asked for",
     )
 
     @classmethod

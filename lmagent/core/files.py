@@ -1,8 +1,4 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
-
-Everything here is front-end neutral and imports nothing from the other agent modules.
-"""
+"""Files the agent keeps for itself: atomic and durable writes, JSON files, OS file locks."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
-
-Everything here is front-end neutral and imports nothing from the other agent modules.
-"""
+"""How a run can end: the status names sessions, events and exit codes use."""
 
 from __future__ import annotations
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETED = "completed"

@@ -1,19 +1,10 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
-
-Everything here is front-end neutral and imports nothing from the other agent modules.
-"""
+"""Stopping a run from another thread, a signal handler or a time budget."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 # --------------------------------------------------------------------------- stopping
 

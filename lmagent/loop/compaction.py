@@ -1,30 +1,10 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
-
-Everything here is front-end neutral and imports nothing from the other agent modules.
+"""Compaction: the history is summarised deterministically (task, project context and recorded
+progress kept) before it overflows the model's context window.
 """
 
 from __future__ import annotations
 
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
-
-# --------------------------------------------------------------------------- compaction
-
-
-def message_chars(message: dict) -> int:
-    size = len(str(message.get("content") or ""))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function", {})
-        size += len(function.get("name", "")) + len(str(function.get("arguments", "")))
-    return size
-
-
-def estimate_tokens(messages: list[dict]) -> int:
-    """A cheap estimate (4 characters a token, plus framing); server usage figures win."""
-    return sum(message_chars(m) // 4 + 4 for m in messages)
+from lmagent.llm.tokens import estimate_tokens
 
 
 class Compactor:

@@ -1,17 +1,8 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
-
-Everything here is front-end neutral and imports nothing from the other agent modules.
-"""
+"""Loop detection: identical tool calls repeated by the model warn, then stop the run."""
 
 from __future__ import annotations
 
 import json
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 # --------------------------------------------------------------------------- loop detection
 

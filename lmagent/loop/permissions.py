@@ -1,18 +1,9 @@
-"""Core of LMAgent: configuration, the workspace boundary, atomic files, stopping, compaction,
-loop detection and the permission gate (sessions are in agent_sessions).
-
-Everything here is front-end neutral and imports nothing from the other agent modules.
-"""
+"""The permission gate: which tool calls need the user's answer in each permission mode."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-
-try:
-    import fcntl
-except ImportError:  # Windows
-    fcntl = None
 
 # --------------------------------------------------------------------------- permissions
 

@@ -1,19 +1,5 @@
-"""The sandbox that runs the agent's shell and git commands.
-
-    sb = open_sandbox(SandboxConfig(workspace=Path("~/lm_workspace").expanduser().resolve()))
-    result = sb.run("pytest -q", timeout=60)      # -> CommandResult(output, exit_code, ...)
-
-Backends, best first: ``docker`` (one persistent hardened container per workspace), ``bwrap``
-(bubblewrap namespaces), and ``process`` (no isolation; only when asked for by name). The
-container or bwrap is the wall; `check_command_paths` is an advisory second line.
-
-Code map: sandbox_core.py (config, results, the channel to the runner), sandbox_docker.py
-(container lifecycle, image build), sandbox_local.py (bwrap, process), sandbox/runner.py (the
-small server inside the sandbox that runs each command). The Docker SDK is imported only when
-Docker is asked about, so importing this module is cheap.
-
-CLI:  python sandboxed_shell.py --build   build the sandbox image (SANDBOX_IMAGE)
-      python sandboxed_shell.py --check   print the backend that would be used and why
+"""`lmagent-sandbox` (`python sandboxed_shell.py`): --build the sandbox image (SANDBOX_IMAGE),
+--check the backend that would be used and why.
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class Scheduler:
         self.paths = Paths(config.workspace)
         self.concurrency = max(1, int(concurrency or config.scheduler_concurrency))
         self.sink_factory = sink_factory
-        self.runtime = runtime  # agent_setup.Runtime: model, tools, MCP, sandbox (shared)
+        self.runtime = runtime  # lmagent.runtime.Runtime: model, tools, MCP, sandbox (shared)
         self.busy = busy or (lambda: False)
         self.log = log or (lambda message: None)
         self.tick_seconds = min(FAST_POLL, config.scheduler_poll_interval)

@@ -10,7 +10,7 @@ Layout under `<workspace>/.lmagent/`:
                                          the history and the task file is moved on
   scheduler/done/, scheduler/failed/     finished tasks; a failed one has `<name>.reason` beside it
   scheduler/history.jsonl                one fsynced line per outcome
-  scheduler/waiting.json                 index of waiting sessions (waiting_index.py)
+  scheduler/waiting.json                 index of waiting sessions (lmagent/sessions/waiting.py)
   scheduler/daemon.lock                  OS lock held for the daemon's life (holds its pid)
 """
 

@@ -1,11 +1,8 @@
-"""The scheduler: an inbox of tasks on disk, a daemon that runs each one exactly once, and
-timed wake-ups of waiting sessions. Usable alone (`--scheduler`) or inside a front end
-(`start_background`, used by the REPL and the web UI).
-
-The parts: scheduler_files.py (tasks, `submit`, paths, the daemon lock, history),
-scheduler_queue.py (how task files move), scheduler_daemon.py (`Scheduler`), waiting_index.py
-(the index of waiting sessions every run keeps up to date). This module hosts the daemon in a
-front end's thread, reports its status, and is its command line.
+"""The scheduler as a service of a front end: the daemon hosted in a thread (`start_background`,
+used by the REPL and the web UI) and its status. The parts: inbox.py (tasks, `submit`, paths,
+the daemon lock, history), queue.py (how task files move), daemon.py (`Scheduler`); the index
+of waiting sessions is lmagent/sessions/waiting.py. The terminal front end is
+lmagent/cli/scheduler.py.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 from lmagent.core.files import atomic_write, locked, try_lock, unlock, utc_now, write_json
 from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_RUNNING
 from lmagent.core.workspace import Workspace
-from lmagent.loop.compaction import estimate_tokens
+from lmagent.llm.tokens import estimate_tokens
 
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)

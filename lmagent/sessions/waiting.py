@@ -1,11 +1,11 @@
 """The index of sessions parked by `WAIT:`: `<workspace>/.lmagent/scheduler/waiting.json`,
 {session_id: {wait_until, reason, mode}}.
 
-Every run records its own ending here (agent_llm), whichever front end ran it, so the scheduler
+Every run records its own ending here (the loop), whichever front end ran it, so the scheduler
 learns of a wait at once and never re-reads every session to find the due ones. A rescan of
 the sessions' metadata remains as a fallback for waits recorded before the index existed.
-Only session ids (agent_sessions.is_session_id) come out of it: they end up in file names.
-Imports nothing above agent_sessions.
+Only session ids (store.is_session_id) come out of it: they end up in file names.
+Imports nothing above lmagent/sessions/store.py.
 """
 
 from __future__ import annotations

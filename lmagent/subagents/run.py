@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
+from lmagent.core.config import Config
 from lmagent.core.files import utc_now
 from lmagent.core.status import (
     STATUS_BLOCKED,
@@ -42,10 +44,44 @@ from lmagent.subagents.records import (
     write_brief,
     write_result,
 )
-from lmagent.tools.registry import ToolContext
+from lmagent.tools.registry import ToolContext, Toolset
 
-if TYPE_CHECKING:
-    from lmagent.subagents.tools import SubAgents
+
+@dataclass(frozen=True)
+class BcaSettings:
+    """How sub-agents run. `from_config` reads them from Config; tests pass their own."""
+
+    concurrency: int = 2  # sub-agents working at once, all depths together
+    max_iterations: int = 50  # loop iterations per sub-agent
+    time_budget: float = 3600.0  # wall-clock seconds per sub-agent
+    retention_days: float = 0.0  # delete finished agent dirs older than this; 0 keeps them
+    dependency_budget: int = 12_000  # characters of dependency results in one brief
+
+    @classmethod
+    def from_config(cls, config: Config) -> BcaSettings:
+        defaults = cls()
+        return cls(
+            concurrency=config.sub_agent_concurrency,
+            max_iterations=min(
+                getattr(config, "sub_agent_max_iterations", defaults.max_iterations),
+                config.max_iterations,
+            ),
+            time_budget=getattr(config, "sub_agent_time_budget", defaults.time_budget),
+            retention_days=getattr(config, "agent_dir_retention_days", defaults.retention_days),
+        )
+
+
+class Team(Protocol):
+    """The sub-agents of one top-level run, as the children's runner sees them (SubAgents in
+    tools.py): shared settings and slots, and the tools a child gets at its depth."""
+
+    config: Config
+    settings: BcaSettings
+    slots: AgentSlots
+    context_length: int | None
+
+    def toolset(self, depth: int, is_child: bool) -> Toolset: ...
+
 
 OK_STATUSES = ("ok", "partial")  # results a dependant can build on
 REMINDER = (
@@ -122,7 +158,7 @@ class Schedule:
     """Runs tasks as their dependencies finish; the slots bound how many run at once. A task
     whose dependency failed is skipped with the reason; after a stop nothing new starts."""
 
-    def __init__(self, team: SubAgents, ctx: ToolContext, specs: list[TaskSpec]):
+    def __init__(self, team: Team, ctx: ToolContext, specs: list[TaskSpec]):
         self.team = team
         self.ctx = ctx
         self.specs = specs
@@ -221,7 +257,7 @@ class ChildRun:
 
     def __init__(
         self,
-        team: SubAgents,
+        team: Team,
         ctx: ToolContext,
         spec: TaskSpec,
         dependencies: list[dict],

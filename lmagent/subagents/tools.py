@@ -1,12 +1,12 @@
 """Sub-agents, the Brief-Contract Architecture: delegate, decompose and report_result.
 
 A child never sees its parent's conversation. It gets a brief in a fixed template (also on disk
-as brief.json, see bca_records), runs the same loop as every agent (run_agent) in a session of
+as brief.json, see records.py), runs the same loop as every agent (run_agent) in a session of
 its own, and ends by calling report_result, which writes result.json. The parent's tool result
 is that JSON plus a check of each claimed artifact.
 
-How children are run (slots, scheduling, budgets, events) is in bca_run; the files they
-exchange with their parent in bca_records; the decompose manifest in bca_manifest.
+How children are run (slots, scheduling, budgets, events) is in run.py; the files they
+exchange with their parent in records.py; the decompose manifest in manifest.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter
-from dataclasses import dataclass
 from typing import Annotated as A
 from typing import Literal
 
@@ -28,7 +27,7 @@ from lmagent.subagents.records import (
     read_result,
     write_result,
 )
-from lmagent.subagents.run import OK_STATUSES, AgentSlots, Schedule
+from lmagent.subagents.run import OK_STATUSES, AgentSlots, BcaSettings, Schedule
 from lmagent.tools.registry import (
     ArgumentError,
     Services,
@@ -41,30 +40,6 @@ from lmagent.tools.registry import (
 from lmagent.tools.toolset import build_toolset
 
 DeliverableType = Literal["file", "files", "data", "report"]
-
-
-@dataclass(frozen=True)
-class BcaSettings:
-    """How sub-agents run. `from_config` reads them from Config; tests pass their own."""
-
-    concurrency: int = 2  # sub-agents working at once, all depths together
-    max_iterations: int = 50  # loop iterations per sub-agent
-    time_budget: float = 3600.0  # wall-clock seconds per sub-agent
-    retention_days: float = 0.0  # delete finished agent dirs older than this; 0 keeps them
-    dependency_budget: int = 12_000  # characters of dependency results in one brief
-
-    @classmethod
-    def from_config(cls, config: Config) -> BcaSettings:
-        defaults = cls()
-        return cls(
-            concurrency=config.sub_agent_concurrency,
-            max_iterations=min(
-                getattr(config, "sub_agent_max_iterations", defaults.max_iterations),
-                config.max_iterations,
-            ),
-            time_budget=getattr(config, "sub_agent_time_budget", defaults.time_budget),
-            retention_days=getattr(config, "agent_dir_retention_days", defaults.retention_days),
-        )
 
 
 def agent_toolset(

@@ -1,7 +1,4 @@
-"""The built-in tool set: files, todos, plan, task state, time, shell and git.
-
-Registry mechanics live in tool_registry.py, file handlers in file_tools.py; this module holds
-the remaining handlers and assembles what an agent is offered.
+"""The git tools: status, diff, add, commit and branch, run in the sandbox.
 
 The git tools never run a program the repository names (a repository is data: a cloned or
 downloaded one may carry a `.git/config` that runs commands), so git_status and git_diff stay

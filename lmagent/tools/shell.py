@@ -1,27 +1,4 @@
-"""The built-in tool set: files, todos, plan, task state, time, shell and git.
-
-Registry mechanics live in tool_registry.py, file handlers in file_tools.py; this module holds
-the remaining handlers and assembles what an agent is offered.
-
-The git tools never run a program the repository names (a repository is data: a cloned or
-downloaded one may carry a `.git/config` that runs commands), so git_status and git_diff stay
-read-only and need no permission. The settings are neutralised rather than asked about, on
-every call, in git's command scope, which beats every configuration file:
-- fixed settings (`GIT_NEUTRAL_CONFIG`): fsmonitor, hooks (core.hooksPath below /dev/null),
-  editors, askpass, ssh, credential helpers, signing, automatic gc, transports (a partial
-  clone's lazy fetch), submodule recursion; `--no-pager` covers core.pager and pager.<cmd>;
-- settings whose names the repository chooses are found first, with includes followed, by
-  `git config --get-regexp` run the same way: each filter driver is emptied (git then filters
-  nothing), each configured hook disabled, each named protocol forbidden; a name that `-c`
-  cannot express (not UTF-8, or with "=") or a listing too long to check refuses the call;
-- diff drivers and diff.external: git_diff passes `--no-ext-diff --no-textconv`; no tool
-  merges, so merge drivers never run; aliases cannot replace the built-in commands used here;
-- submodules have configuration of their own, which is not checked, so nothing looks inside
-  them: status and diff pass `--ignore-submodules=dirty`, and git_commit refuses when nothing
-  is staged (git's "nothing to commit" report would look).
-The listing and the command are two sandbox runs: only a process already running in the
-sandbox (code the user allowed) could change the configuration between them.
-"""
+"""The shell tool: one command in the workspace's sandbox, with a timeout and a memory cap."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Web front end: a Flask app on the LAN that drives the same loop as the REPL.
+"""The web front end: a Flask app on the LAN that drives the same loop as the REPL.
 
-`create_app(config, test_config=None)` builds the app; `python agent_web.py` serves it with
-waitress and prints the LAN address, the port and the PIN. The API is described in the
-project's contract (Web API); helpers live in web_auth, web_events, web_runs, web_files and
-web_server.
+`create_app(config, test_config=None)` builds the app; lmagent/web/main.py serves it. The API
+is described in the project's contract (Web API); helpers: auth.py (sign-in, Host and origin
+checks), events.py (the event stream), runs.py (runs and questions), files.py (the workspace
+browser), server.py (the threaded server and its connection limits).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class WebState:
 
 
 def create_app(config: Config, test_config: dict | None = None, *, runtime=None) -> Flask:
-    """The app. `runtime` (agent_setup.Runtime) gives runs the same tools, model client and
+    """The app. `runtime` (lmagent.runtime.Runtime) gives runs the same tools, model client and
     services as the REPL; main() passes one, tests may leave it out."""
     app = Flask(__name__, root_path=str(ROOT))
     app.config.update(DEFAULTS)

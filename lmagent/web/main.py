@@ -1,9 +1,5 @@
-"""Web front end: a Flask app on the LAN that drives the same loop as the REPL.
-
-`create_app(config, test_config=None)` builds the app; `python agent_web.py` serves it with
-waitress and prints the LAN address, the port and the PIN. The API is described in the
-project's contract (Web API); helpers live in web_auth, web_events, web_runs, web_files and
-web_server.
+"""`lmagent-web` (`python agent_web.py`): serves the web UI with waitress and prints the LAN
+address, the port and the PIN.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ from lmagent.web.server import WebServer, announce, limit_malloc_arenas, url
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="agent_web.py", description="LMAgent web UI for browsers on this machine and the LAN."
+        description="LMAgent web UI for browsers on this machine and the LAN."
     )
     parser.add_argument("--host", help="bind address (AGENT_HOST, default 0.0.0.0)")
     parser.add_argument("--port", type=int, help="port (AGENT_PORT, default 7860)")

@@ -1,6 +1,6 @@
 """Runs started from the browser: one at a time, in a background thread, on the shared loop.
 
-`RunManager` turns the loop's events into numbered SSE frames (web_events.EventHub), answers
+`RunManager` turns the loop's events into numbered SSE frames (events.EventHub), answers
 the loop's permission questions from POST /api/permission, and stops a run on POST /api/stop.
 It also keeps, per run, what a page needs to pick up after missing events: the text of the
 reply being streamed and the questions still waiting for an answer.
@@ -133,7 +133,7 @@ class RunManager:
     """Starts, tracks, stops and answers the browser's runs (one at a time)."""
 
     def __init__(self, config: Config, hub: EventHub, runtime=None):
-        """`runtime` (agent_setup.Runtime) supplies the tool set, client and services every
+        """`runtime` (lmagent.runtime.Runtime) supplies the tool set, client and services every
         front end shares; without it runs get the loop's defaults."""
         self.config = config
         self.hub = hub

@@ -1,7 +1,7 @@
 """Serving the web UI: the addresses it announces and a threaded production server (waitress).
 
 Each open page holds one server thread for its event stream, so the pool is sized for the
-stream limit plus headroom for ordinary requests (web_events.EventHub closes the oldest stream
+stream limit plus headroom for ordinary requests (events.EventHub closes the oldest stream
 past its limit, so extra tabs cannot starve the API).
 
 Connections are a resource LAN neighbours could exhaust, so `ConnectionLimits` bounds them: one
