@@ -140,7 +140,7 @@ class Runtime:
     def banner_lines(self, mode: str | None = None) -> list[str]:
         """Where and how the agent works, in two lines (`mode`: the permission mode, when the
         front end has one), then vision, MCP servers and warnings."""
-        model = self.model.model_id or self.config.llm_model or "(the server's loaded model)"
+        model = self.config.llm_model or self.model.model_id or "(the server's loaded model)"
         window = f"{self.context_length} tokens" if self.context_length else "unknown"
         permission = f" · permission mode {mode}" if mode else ""
         lines = [

@@ -21,6 +21,7 @@ from lmagent.cli.terminal import Repl, TerminalIO
 from lmagent.core.config import describe_settings
 from lmagent.sessions.store import SessionStore
 from tests.conftest import free_port
+from tests.pty_terminal import cli_with_terminal
 from tests.scripted_llm import error, text, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -305,7 +306,9 @@ def test_plan_approved_runs_it(workspace, llm):
         tool_call("write", {"path": "a.txt", "content": "A"}),
         text("TASK_COMPLETE"),
     )
-    done = cli(workspace, llm, "--plan", "make a.txt", input="y\n")
+    done = cli_with_terminal(
+        workspace, "--plan", "make a.txt", typed="y\n", env=cli_env(workspace, llm)
+    )
     llm.assert_all_used()
     assert done.returncode == 0, done.stderr
     assert "1. Write a.txt" in done.stdout and "carry out this plan" in done.stdout
@@ -315,7 +318,9 @@ def test_plan_approved_runs_it(workspace, llm):
 
 def test_plan_declined_ends_without_acting(workspace, llm):
     llm.add(text("1. Delete everything"), tool_call("write", {"path": "a.txt", "content": "A"}))
-    done = cli(workspace, llm, "--plan", "clean up", input="n\n")
+    done = cli_with_terminal(
+        workspace, "--plan", "clean up", typed="n\n", env=cli_env(workspace, llm)
+    )
     assert done.returncode == 3
     assert len(llm.requests) == 1
     assert not (workspace / "a.txt").exists()

@@ -8,6 +8,7 @@ import pytest
 
 from lmagent.loop.run import run_agent
 from tests.conftest import make_config
+from tests.pty_terminal import cli_with_terminal
 from tests.scripted_llm import call, text, tool_call, tool_calls
 from tests.test_cli import cli, cli_env
 
@@ -155,7 +156,7 @@ def test_without_anyone_to_ask_changes_are_refused_with_a_hint(workspace, llm):
 def test_cli_asks_on_stdin_in_normal_mode(workspace, llm, answer, written):
     llm.add(tool_call("write", {"path": "a.txt", "content": "A"}), text("TASK_COMPLETE"))
     env = cli_env(workspace, llm, PERMISSION_MODE="normal")
-    done = cli(workspace, llm, "make a.txt", input=answer + "\n", env=env)
+    done = cli_with_terminal(workspace, "make a.txt", typed=answer + "\n", env=env)
     llm.assert_all_used()
     assert done.returncode == 0
     assert "? allow write" in done.stdout
@@ -170,7 +171,7 @@ def test_cli_answer_auto_stops_asking(workspace, llm):
         text("TASK_COMPLETE"),
     )
     env = cli_env(workspace, llm, PERMISSION_MODE="normal")
-    done = cli(workspace, llm, "make files", input="a\n", env=env)
+    done = cli_with_terminal(workspace, "make files", typed="a\n", env=env)
     assert done.returncode == 0
     assert done.stdout.count("? allow") == 1
     assert (workspace / "b.txt").exists()
@@ -178,16 +179,21 @@ def test_cli_answer_auto_stops_asking(workspace, llm):
 
 def test_cli_manual_mode_asks_for_a_read_and_a_closed_stdin_denies(workspace, llm, a_file):
     llm.add(tool_call("read", {"path": "a.txt"}), text("TASK_COMPLETE"))
-    done = cli(workspace, llm, "--permission", "manual", "read a.txt", input="")
+    env = cli_env(workspace, llm)
+    done = cli_with_terminal(
+        workspace, "--permission", "manual", "read a.txt", typed="\x04", env=env
+    )
     assert done.returncode == 0
     assert "? allow read" in done.stdout
     assert "denied" in results(llm.requests[1])["read"]["error"]
 
 
 def test_cli_json_mode_sends_a_permission_request_event(workspace, llm):
-    llm.add(tool_call("mkdir", {"path": "d"}), text("TASK_COMPLETE"))
+    llm.add(tool_call("mkdir", {"path": "d"}))
     done = cli(workspace, llm, "--json", "--permission", "normal", "make d", input="y\n")
     events = [json.loads(line) for line in done.stdout.splitlines()]
     (request,) = [e for e in events if e["type"] == "permission_request"]
     assert request["tool"] == "mkdir" and request["arguments"] == {"path": "d"}
-    assert (workspace / "d").is_dir()
+    assert request["request_id"] and request["session_id"] == events[0]["session_id"]
+    assert done.returncode == 3  # "y" is no JSON answer; then stdin closed: nobody answered
+    assert not (workspace / "d").exists()

@@ -96,16 +96,9 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def load_config(args: argparse.Namespace, first_run: dict | None = None):
     """Defaults → .env files → environment → command-line flags (and first-run answers)."""
-    from lmagent.core.config import Config, ConfigError, _parse_url
+    from lmagent.core.config import Config, ConfigError, parse_setting
 
-    overrides = dict(first_run or {})
-    try:
-        if args.url is not None:
-            overrides["llm_url"] = _parse_url("--url", args.url)
-    except ConfigError as exc:
-        raise CliError(str(exc)) from None
-    overrides |= {
-        "llm_model": args.model.strip() if args.model is not None else None,
+    flags = {
         "workspace": args.workspace,
         "permission_mode": args.permission,
         "allow_unsandboxed_auto": True if args.allow_unsandboxed_auto else None,
@@ -113,6 +106,11 @@ def load_config(args: argparse.Namespace, first_run: dict | None = None):
         "enable_sub_agents": False if args.no_sub_agents else None,
     }
     try:
+        if args.url is not None:
+            flags["llm_url"] = parse_setting("llm_url", "--url", args.url)
+        if args.model is not None:
+            flags["llm_model"] = parse_setting("llm_model", "--model", args.model)
+        overrides = {**(first_run or {}), **{k: v for k, v in flags.items() if v is not None}}
         return Config.load(overrides=overrides)
     except ConfigError as exc:
         raise CliError(str(exc)) from None

@@ -12,6 +12,8 @@ from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
 from lmagent.scheduler.daemon import Scheduler
 from lmagent.scheduler.inbox import (
+    DaemonLock,
+    Paths,
     SchedulerLocked,
     json_object,
     submit,
@@ -34,7 +36,8 @@ def cli(config: Config, args) -> int:
         except ValueError as exc:
             print(f"error: cannot submit: {exc}", file=sys.stderr)
             return 1
-        print(path)
+        print(path)  # what scripts keep: the task file (its name is the task id)
+        print(f"· task {path.stem} queued; {who_runs_it(config)}", file=sys.stderr)
         return 0
     if args.scheduler_status:
         if args.json:
@@ -43,6 +46,17 @@ def cli(config: Config, args) -> int:
             print("\n".join(status_lines(config)))
         return 0
     return run_daemon(config, args)
+
+
+def who_runs_it(config: Config) -> str:
+    """Whether a scheduler (the daemon, the web UI or a REPL) is running on the workspace."""
+    pid = DaemonLock(Paths(config.workspace).lock).holder()
+    if pid:
+        return f"the scheduler running on this workspace (pid {pid}) will start it"
+    return (
+        "no scheduler is running on this workspace: start one with `agent_main.py --scheduler` "
+        "(or keep the web UI or the REPL open), or the task waits"
+    )
 
 
 def _cli_task(args) -> dict:

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import unreachable_message
-from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.run import RunResult, run_agent
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
 
@@ -28,6 +29,7 @@ EXIT_CODES = {
     "blocked": 3,
 }
 ANSWERS = {"y": "allow", "yes": "allow", "allow": "allow", "a": "auto", "auto": "auto"}
+DECISIONS = ("allow", "deny", "auto")
 
 
 def _colours(enabled: bool) -> dict[str, str]:
@@ -52,13 +54,22 @@ def one_line(text: object) -> str:
 
 
 class TerminalIO:
-    """Renders loop events for a person, or as JSON lines for scripts; asks permissions."""
+    """Renders loop events for a person, or as JSON lines for scripts; asks permissions.
 
-    def __init__(self, as_json: bool = False, out=None, err=None, inp=None):
+    `answers` is who answers permission requests: "terminal" (a person types y/n/a), "json"
+    (one JSON line per request on stdin) or None (nobody: a request ends the run blocked,
+    except that an auto-mode plan is carried out as shown)."""
+
+    def __init__(
+        self, as_json: bool = False, out=None, err=None, inp=None, answers: str | None = "terminal"
+    ):
         self.as_json = as_json
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.inp = inp or sys.stdin
+        self.answers = answers
+        self.mode = "normal"  # the permission mode, named when nobody can answer
+        self.session_id: str | None = None
         self.c = _colours(not as_json and getattr(self.out, "isatty", lambda: False)())
         self.mid_line = False
         self.asking = False  # a prompt is waiting for stdin (Ctrl+C must not wait for Enter)
@@ -81,7 +92,17 @@ class TerminalIO:
         self.err.write(f"error: {one_line(text)}\n")
         self.err.flush()
 
+    def notice(self, text: str) -> None:
+        """A start-up line: on stdout for a person, on stderr beside JSON events."""
+        if self.as_json:
+            self.err.write(f"· {text}\n")
+            self.err.flush()
+        else:
+            self.line(f"· {text}", "yellow" if text.startswith("warning") else "dim")
+
     def event(self, event: dict) -> None:
+        if event["type"] == "session" and not event.get("agent_id"):
+            self.session_id = event["session_id"]
         if self.as_json:
             with self.lock:
                 self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
@@ -127,7 +148,8 @@ class TerminalIO:
         self.line(f"{self._prefix(event)}· {event['message']}", "yellow")
 
     def on_error(self, event: dict) -> None:
-        self.line(f"{self._prefix(event)}error: {one_line(event['message'])}", "red")
+        if event.get("agent_id"):  # the main run's error is reported once, by the front end
+            self.line(f"{self._prefix(event)}error: {one_line(event['message'])}", "red")
 
     def on_done(self, event: dict) -> None:
         if event.get("agent_id"):
@@ -142,12 +164,11 @@ class TerminalIO:
 
     def ask(self, tool: str, arguments: dict) -> str:
         """Permission prompt: y = allow, n = deny, a = auto for the rest of the run."""
-        if self.as_json:
-            self.event({"type": "permission_request", "tool": tool, "arguments": arguments})
-        elif tool == "plan":
-            self.line("Plan:", "bold")
-            for step in arguments.get("steps", []):
-                self.line(f"  {step['id']}. {step['description']}")
+        if self.answers is None:
+            return self.nobody_answers(tool, arguments)
+        if self.answers == "json":
+            return self.ask_json(tool, arguments)
+        if tool == "plan":  # the plan itself was just streamed as the model's reply
             self.line("? carry out this plan  [y]es / [n]o", "bold")
         else:
             summary = json.dumps(arguments, ensure_ascii=False)[:300]
@@ -160,6 +181,65 @@ class TerminalIO:
         if not answer:
             return "deny"  # no one is there to answer
         return ANSWERS.get(answer.strip().lower(), "deny")
+
+    def nobody_answers(self, tool: str, arguments: dict) -> str:
+        """No terminal and no answer channel: never act on a guess."""
+        if tool == "plan" and self.mode == "auto":
+            self.notice("auto mode: carrying out the plan without asking")
+            return "allow"
+        what = "the plan needs approval" if tool == "plan" else f"{tool} needs permission"
+        raise NobodyToAsk(
+            f"{what} in {self.mode} mode and there is no terminal to ask; run with "
+            "--permission auto to allow it, or with --json and answer on stdin "
+            '({"type": "permission", "request_id": ..., "decision": "allow"|"deny"|"auto"})'
+        )
+
+    def ask_json(self, tool: str, arguments: dict) -> str:
+        """Emit a permission_request event and wait for its answer: one JSON line on stdin."""
+        request_id = uuid.uuid4().hex[:12]
+        self.event(
+            {
+                "type": "permission_request",
+                "session_id": self.session_id,
+                "request_id": request_id,
+                "tool": tool,
+                "arguments": arguments,
+            }
+        )
+        while True:
+            self.asking = True
+            try:
+                line = self.inp.readline()
+            finally:
+                self.asking = False
+            if not line:
+                raise NobodyToAsk(
+                    f"{tool} needs permission and stdin closed before an answer came; run with "
+                    "--permission auto to allow it"
+                )
+            decision, problem = parse_answer(line, request_id)
+            if decision:
+                return decision
+            self.event({"type": "status", "session_id": self.session_id, "message": problem})
+
+
+def parse_answer(line: str, request_id: str) -> tuple[str | None, str]:
+    """(decision, "") for a valid answer to `request_id`, else (None, why the line is ignored)."""
+    expected = (
+        f'expected {{"type": "permission", "request_id": "{request_id}", '
+        '"decision": "allow"|"deny"|"auto"}'
+    )
+    try:
+        answer = json.loads(line)
+    except ValueError:
+        return None, f"ignored a stdin line that is not JSON; {expected}"
+    if not isinstance(answer, dict) or answer.get("type") != "permission":
+        return None, f"ignored a stdin line that is not a permission answer; {expected}"
+    if answer.get("request_id") != request_id:
+        return None, f"ignored an answer to request {answer.get('request_id')!r}; {expected}"
+    if answer.get("decision") not in DECISIONS:
+        return None, f"ignored an answer with decision {answer.get('decision')!r}; {expected}"
+    return answer["decision"], ""
 
 
 @contextlib.contextmanager
@@ -192,9 +272,18 @@ def start_runtime(config: Config):
     return Runtime(config).start()
 
 
+def answer_channel(as_json: bool) -> str | None:
+    """Who answers a one-shot run's permission requests: a terminal, JSON lines on stdin, or
+    nobody (stdin is not a terminal: cron, CI, a pipe)."""
+    if as_json:
+        return "json"
+    return "terminal" if sys.stdin.isatty() else None
+
+
 def one_shot(config: Config, task: str, args, runtime=None) -> int:
     """Run one task (or resume a session) to its end; the exit code tells how it ended."""
-    io = TerminalIO(as_json=args.json)
+    io = TerminalIO(as_json=args.json, answers=answer_channel(args.json))
+    io.mode = config.permission_mode
     stop = StopToken()
     owned = runtime is None
     try:
@@ -203,8 +292,8 @@ def one_shot(config: Config, task: str, args, runtime=None) -> int:
             if not runtime.model.reachable:  # no server at all: say so now, not after retries
                 io.error(unreachable_message(config.llm_url))
                 return 1
-            for warning in runtime.warnings:
-                io.event({"type": "status", "session_id": None, "message": f"warning: {warning}"})
+            for line in runtime.banner_lines(config.permission_mode):
+                io.notice(line)
             result = run_agent(
                 config,
                 task or None,
@@ -228,6 +317,8 @@ def one_shot(config: Config, task: str, args, runtime=None) -> int:
 def report(result: RunResult, config: Config, io: TerminalIO) -> int:
     if result.status == "error":
         io.error(explain_error(result, config))
+    elif result.status == "blocked" and not io.as_json:
+        io.line(f"blocked: {one_line(result.message)}", "yellow")
     return EXIT_CODES.get(result.status, 1)
 
 
@@ -282,11 +373,9 @@ class Repl:
         Workspace(self.config.workspace).ensure()
         self.runtime = self.runtime or start_runtime(self.config)
         history = _setup_readline(self.config.workspace) if self._interactive() else None
-        self.io.line(f"LMAgent · mode {self.mode}", "bold")
-        for line in self.runtime.banner_lines():
+        self.io.line("LMAgent", "bold")
+        for line in self.runtime.banner_lines(self.mode):
             self.io.line(f"  {line}", "yellow" if line.startswith("warning") else "dim")
-        if not self.runtime.model.source:
-            self.io.line(f"  warning: no LLM server answered at {self.config.llm_url}", "yellow")
         self.start_scheduler()
         self.io.line("Type a task, /help for commands, quit to leave.", "dim")
         try:
@@ -463,12 +552,8 @@ class Repl:
         """Show model, workspace, mode, sandbox, MCP, the session and the scheduler."""
         session = self._current(quiet=True)
         meta = session.meta if session is not None else None
-        self.io.line(f"permission mode: {self.mode}")
-        for line in self.runtime.status_lines(meta):
+        for line in self.runtime.status_lines(meta, self.mode):
             self.io.line(line)
-        if meta is not None:
-            iterations = meta.get("iterations", 0)
-            self.io.line(f"session status: {meta['status']}, {iterations} iterations")
         for line in agent_scheduler.status_lines(self.config, recent=5):
             self.io.line(line)
 

@@ -300,6 +300,12 @@ def _read_dotenv(path: Path) -> dict[str, str | None]:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def parse_setting(name: str, label: str, raw: str):
+    """Check one value (a flag's) the way its variable is checked; errors name `label`."""
+    (setting,) = [f for f in fields(Config) if f.name == name]
+    return setting.metadata["parse"](label, raw)
+
+
 def describe_settings() -> list[tuple[str, str, str]]:
     """(variable, default, meaning) for every setting, in declaration order."""
     return [(f.metadata["env"], f.metadata["default"], f.metadata["doc"]) for f in fields(Config)]

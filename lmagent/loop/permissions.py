@@ -8,6 +8,11 @@ from collections.abc import Callable
 # --------------------------------------------------------------------------- permissions
 
 
+class NobodyToAsk(Exception):
+    """Raised by an `ask` function when no one can answer (no terminal, no answer channel):
+    the run then ends blocked with this message instead of acting on a guess."""
+
+
 class PermissionGate:
     """Decides whether a tool call may run: auto never asks, normal asks before anything that
     changes files or runs commands, manual asks for everything. Answering "auto" switches the
@@ -17,6 +22,7 @@ class PermissionGate:
         self.mode = mode
         self.ask = ask
         self._lock = threading.Lock()
+        self.blocked = ""  # set when a request found nobody to ask: the run ends blocked
 
     def needs_asking(self, changes_things: bool) -> bool:
         return self.mode == "manual" or (self.mode == "normal" and changes_things)
@@ -33,7 +39,11 @@ class PermissionGate:
         with self._lock:
             if not self.needs_asking(changes_things):
                 return True, ""
-            answer = str(self.ask(tool, arguments)).strip().lower()
+            try:
+                answer = str(self.ask(tool, arguments)).strip().lower()
+            except NobodyToAsk as exc:
+                self.blocked = str(exc)
+                return False, self.blocked
         if answer == "auto":
             self.mode = "auto"
             return True, "permission mode switched to auto for the rest of this run"

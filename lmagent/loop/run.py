@@ -42,7 +42,7 @@ from lmagent.llm.tokens import estimate_tokens
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
-from lmagent.loop.permissions import PermissionGate
+from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.prompts import (
     BAD_WAIT,
     BLOCKED_LINE,
@@ -406,7 +406,7 @@ class AgentRun:
         self.last_calls_ok = True
         results = []
         for call in calls:
-            if self.stop.stopped or self.final_result:
+            if self.stop.stopped or self.final_result or self.gate.blocked:
                 results.append({"success": False, "error": CALL_NOT_RUN})
                 continue
             result = self.run_call(call)
@@ -418,6 +418,8 @@ class AgentRun:
         self.session.save_meta(durable=False)
         if self.stop.stopped:
             raise Interrupted(self.stop.reason or "stopped")
+        if self.gate.blocked:
+            raise Blocked(self.gate.blocked)
         if self.loop_message:
             raise Blocked(self.loop_message)
         if self.final_result:
@@ -526,7 +528,10 @@ class AgentRun:
             {"id": 1, "description": reply.content.strip()[:500], "status": "pending"}
         ]
         if self.gate.ask is not None:
-            answer = str(self.gate.ask("plan", {"steps": steps})).strip().lower()
+            try:
+                answer = str(self.gate.ask("plan", {"steps": steps})).strip().lower()
+            except NobodyToAsk as exc:
+                raise Blocked(str(exc)) from None
             if answer not in ("allow", "auto"):
                 raise Blocked("the plan was not approved; nothing was done")
         self.session.state.plan = steps
