@@ -9,9 +9,11 @@ from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
 from lmagent.llm.quirks import unsent_at_start
 from lmagent.llm.tokens import estimate_tokens
+from lmagent.sandbox.base import SandboxConfig
+from lmagent.sandbox.select import sandbox_summary
 from lmagent.subagents.tools import agent_toolset
 from lmagent.tools.mcp import MCPManager, describe_command
-from lmagent.tools.registry import Services, Toolset, sandbox_config
+from lmagent.tools.registry import Services, Toolset
 from lmagent.tools.toolset import SMALL_CONTEXT
 from lmagent.tools.vision import vision_tool
 
@@ -164,13 +166,7 @@ class Runtime:
         return lines
 
     def sandbox_description(self) -> str:
-        try:
-            import lmagent.sandbox.select as sandboxed_shell
-
-            backend, reason = sandboxed_shell.describe_backend(sandbox_config(self.config))
-        except Exception as exc:  # the banner must never stop the agent
-            return f"unavailable ({exc})"
-        return f"{backend} ({reason})"
+        return sandbox_summary(SandboxConfig.from_config(self.config))
 
     def status_lines(self, session_meta: dict | None = None, mode: str | None = None) -> list[str]:
         lines = self.banner_lines(mode)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lmagent.core.config import VERSION, describe_settings
+from lmagent.core.config import PERMISSION_MODES, VERSION, describe_settings
 
 MAIN_VARIABLES = ("WORKSPACE", "LLM_URL", "LLM_MODEL", "LLM_API_KEY", "PERMISSION_MODE")
 EXIT_CODES_HELP = """exit codes of a run:
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--plan", action="store_true", help="show a plan for approval first")
     parser.add_argument(
         "--permission",
-        choices=("auto", "normal", "manual"),
+        choices=PERMISSION_MODES,
         help="auto: never ask; normal: ask before changing files or running commands; "
         "manual: ask before every tool (default: PERMISSION_MODE, normal)",
     )

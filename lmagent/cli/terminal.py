@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import lmagent.scheduler.service as agent_scheduler
-from lmagent.core.config import Config
+from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import unreachable_message
@@ -518,7 +518,7 @@ class Repl:
     def cmd_mode(self, arg: str) -> None:
         """Show or set the permission mode: /mode auto|normal|manual."""
         if arg:
-            if arg.lower() not in ("auto", "normal", "manual"):
+            if arg.lower() not in PERMISSION_MODES:
                 self.io.line("usage: /mode auto|normal|manual", "red")
                 return
             from lmagent.runtime import unsandboxed_auto_refusal

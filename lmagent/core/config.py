@@ -115,6 +115,11 @@ def _parse_host(name: str, raw: str) -> str:
     return value
 
 
+# the allowed values of the settings (and of the flags and API fields that set them), once
+PERMISSION_MODES = ("auto", "normal", "manual")
+SANDBOX_BACKENDS = ("auto", "docker", "bwrap", "process")
+SANDBOX_NETWORKS = ("none", "bridge")
+VISION_SETTINGS = ("auto", "true", "false")
 # how tool calls are asked for: decided by a probe, the server's tool_calls, calls written as
 # text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
 TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
@@ -154,7 +159,7 @@ class Config:
         "LLM_RETRY_DELAY", _parse_number(float, 0), "0.5", "first back-off delay in seconds"
     )
     permission_mode: str = _setting(
-        "PERMISSION_MODE", _parse_choice("auto", "normal", "manual"), "normal", "auto/normal/manual"
+        "PERMISSION_MODE", _parse_choice(*PERMISSION_MODES), "normal", "/".join(PERMISSION_MODES)
     )
     max_iterations: int = _setting(
         "MAX_ITERATIONS", _parse_number(int, 1), "500", "loop iterations per run"
@@ -187,7 +192,7 @@ class Config:
         "SHELL_WORKSPACE_ONLY", _parse_bool, "true", "refuse commands naming outside paths"
     )
     vision_enabled: str = _setting(
-        "VISION_ENABLED", _parse_choice("auto", "true", "false"), "auto", "auto/true/false"
+        "VISION_ENABLED", _parse_choice(*VISION_SETTINGS), "auto", "/".join(VISION_SETTINGS)
     )
     summarization_threshold: int = _setting(
         "SUMMARIZATION_THRESHOLD",
@@ -203,15 +208,24 @@ class Config:
     )
     sandbox_backend: str = _setting(
         "SANDBOX_BACKEND",
-        _parse_choice("auto", "docker", "bwrap", "process"),
+        _parse_choice(*SANDBOX_BACKENDS),
         "auto",
-        "auto/docker/bwrap/process",
+        "/".join(SANDBOX_BACKENDS),
     )
     sandbox_image: str = _setting(
         "SANDBOX_IMAGE", _parse_str, "lmagent-sandbox:latest", "image for the Docker backend"
     )
     sandbox_network: str = _setting(
-        "SANDBOX_NETWORK", _parse_choice("none", "bridge"), "none", "network for sandboxed commands"
+        "SANDBOX_NETWORK",
+        _parse_choice(*SANDBOX_NETWORKS),
+        "none",
+        "network for sandboxed commands",
+    )
+    sandbox_debian_mirror: str = _setting(
+        "SANDBOX_DEBIAN_MIRROR",
+        _parse_str,
+        "",
+        "Debian archive for building the image (blank = this machine's apt sources)",
     )
     allow_unsandboxed_auto: bool = _setting(
         "ALLOW_UNSANDBOXED_AUTO",

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from lmagent.core.config import Config
+
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 120.0
 DEFAULT_MEMORY_MB = 512
@@ -52,16 +54,19 @@ class SandboxConfig:
     user: str | None = None
     """uid:gid commands run as in the container; None = the host user's uid:gid."""
 
+    debian_mirror: str = ""
+    """Debian archive the image is built from when `docker build` cannot pull (blank: the first
+    one in this machine's apt sources)."""
+
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> SandboxConfig:
-        """Read WORKSPACE, SANDBOX_BACKEND, SANDBOX_IMAGE and SANDBOX_NETWORK."""
-        env = os.environ if environ is None else environ
-        workspace = Path(env.get("WORKSPACE") or "~/lm_workspace").expanduser().resolve()
+    def from_config(cls, config: Config) -> SandboxConfig:
+        """The sandbox settings of the one Config (so .env files count, as everywhere)."""
         return cls(
-            workspace=workspace,
-            backend=env.get("SANDBOX_BACKEND") or "auto",
-            image=env.get("SANDBOX_IMAGE") or "lmagent-sandbox:latest",
-            network=env.get("SANDBOX_NETWORK") or "none",
+            workspace=config.workspace,
+            backend=config.sandbox_backend,
+            image=config.sandbox_image,
+            network=config.sandbox_network,
+            debian_mirror=config.sandbox_debian_mirror,
         )
 
     def uid_gid(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lmagent.core.config import Config, ConfigError
 from lmagent.sandbox.base import (
     SandboxConfig,
     SandboxUnavailable,
@@ -14,21 +15,20 @@ from lmagent.sandbox.base import (
 from lmagent.sandbox.select import describe_backend
 
 
-# --- CLI -------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="LMAgent's command sandbox")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--build", action="store_true", help="build the sandbox image")
     action.add_argument("--check", action="store_true", help="show the backend that would be used")
     args = parser.parse_args(argv)
-    cfg = SandboxConfig.from_env()
     try:
+        cfg = SandboxConfig.from_config(Config.load())
         if args.build:
             from lmagent.sandbox.docker import build_image
 
-            print(build_image(cfg.image))
+            print(build_image(cfg))
             return 0
-    except SandboxUnavailable as exc:
+    except (ConfigError, SandboxUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     name, reason = describe_backend(cfg)

@@ -418,8 +418,10 @@ def remove_containers(client=None, workspace: Path | None = None) -> int:
 
 
 # --- image build -------------------------------------------------------------------------------
-def build_image(tag: str, log=print) -> str:
-    """Build the sandbox image: `docker build` of sandbox/Dockerfile, else debootstrap + import."""
+def build_image(cfg: SandboxConfig, log=print) -> str:
+    """Build `cfg.image`: `docker build` of the Dockerfile beside this module, else debootstrap
+    + import."""
+    tag = cfg.image
     client = docker_client()
     try:
         log(f"building {tag} from {DOCKERFILE_DIR / 'Dockerfile'} ...")
@@ -427,17 +429,17 @@ def build_image(tag: str, log=print) -> str:
         return f"built {tag} with docker build"
     except (BuildError, APIError) as exc:
         log(f"docker build failed ({_first_line(exc)}); building from Debian packages instead")
-    return build_with_debootstrap(client, tag, log)
+    return build_with_debootstrap(client, tag, cfg.debian_mirror, log)
 
 
-def build_with_debootstrap(client, tag: str, log=print) -> str:
+def build_with_debootstrap(client, tag: str, mirror: str = "", log=print) -> str:
     if os.geteuid() != 0:
         raise SandboxUnavailable(
             "building with debootstrap needs root: sudo python sandboxed_shell.py --build"
         )
     if not shutil.which("debootstrap"):
         raise SandboxUnavailable("debootstrap is missing: sudo apt-get install debootstrap")
-    mirror = debian_mirror()
+    mirror = mirror or debian_mirror()
     workdir = Path(tempfile.mkdtemp(prefix="lmagent-rootfs-"))
     rootfs = workdir / "rootfs"
     try:
@@ -458,9 +460,7 @@ def build_with_debootstrap(client, tag: str, log=print) -> str:
 
 
 def debian_mirror() -> str:
-    """SANDBOX_DEBIAN_MIRROR, else the first Debian archive in this machine's apt sources."""
-    if os.environ.get("SANDBOX_DEBIAN_MIRROR"):
-        return os.environ["SANDBOX_DEBIAN_MIRROR"]
+    """The first Debian archive in this machine's apt sources (SANDBOX_DEBIAN_MIRROR wins)."""
     sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     for path in sources:
         try:

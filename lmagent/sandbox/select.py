@@ -5,14 +5,16 @@
 
 Backends, best first: ``docker`` (one persistent hardened container per workspace), ``bwrap``
 (bubblewrap namespaces), and ``process`` (no isolation; only when asked for by name). A new
-backend is a module beside docker.py and local.py and one row in `BACKENDS`. The Docker SDK is
-imported only when Docker is asked about, so importing this module is cheap.
+backend is a module beside docker.py and local.py, a case in `open_sandbox`, and a name in
+SANDBOX_BACKENDS (lmagent/core/config.py). The Docker SDK is imported only when Docker is asked
+about, so importing this module is cheap.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from lmagent.core.config import SANDBOX_BACKENDS
 from lmagent.sandbox.base import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT,
@@ -38,13 +40,14 @@ __all__ = [
     "open_sandbox",
 ]
 
-BACKENDS = ("auto", "docker", "bwrap", "process")
-
 
 def describe_backend(cfg: SandboxConfig) -> tuple[str, str]:
     """(backend name or "none", a human reason) for --check, /status and banners."""
-    if cfg.backend not in BACKENDS:
-        return "none", f"SANDBOX_BACKEND must be one of {', '.join(BACKENDS)}, not {cfg.backend!r}"
+    if cfg.backend not in SANDBOX_BACKENDS:
+        return (
+            "none",
+            f"SANDBOX_BACKEND must be one of {', '.join(SANDBOX_BACKENDS)}, not {cfg.backend!r}",
+        )
     if cfg.backend == "process":
         return "process", PROCESS_WARNING
     if cfg.backend in ("auto", "docker"):
@@ -65,6 +68,16 @@ def describe_backend(cfg: SandboxConfig) -> tuple[str, str]:
         "Fix one of them, or accept running commands without any isolation "
         "with SANDBOX_BACKEND=process."
     )
+
+
+def sandbox_summary(cfg: SandboxConfig) -> str:
+    """`docker (why)` for banners and status lines; never raises (a banner must not stop the
+    agent)."""
+    try:
+        backend, reason = describe_backend(cfg)
+    except Exception as exc:
+        return f"unavailable ({exc})"
+    return f"{backend} ({reason})"
 
 
 def open_sandbox(cfg: SandboxConfig) -> Sandbox:

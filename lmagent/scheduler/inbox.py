@@ -26,13 +26,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
-from lmagent.core.config import Config
+from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.files import atomic_write, try_lock, unlock, utc_now
 from lmagent.core.workspace import Workspace
 from lmagent.sessions.store import is_session_id
 from lmagent.sessions.waiting import parse_time
-
-MODES = ("auto", "normal", "manual")
 
 
 class SchedulerLocked(RuntimeError):
@@ -110,8 +108,8 @@ def job_from_dict(name: str, data: dict) -> Job:
     if session_id is not None and not is_session_id(session_id):
         raise Malformed(f"'session_id' {session_id!r} is not a session id (see --list-sessions)")
     mode = data.get("mode") or data.get("permission") or "auto"
-    if mode not in MODES:
-        raise Malformed(f"'mode' must be one of {', '.join(MODES)}")
+    if mode not in PERMISSION_MODES:
+        raise Malformed(f"'mode' must be one of {', '.join(PERMISSION_MODES)}")
     attempt = data.get("attempt", 0)
     if not isinstance(attempt, int):
         raise Malformed("'attempt' must be an integer")

@@ -21,6 +21,8 @@ from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import PathError, Workspace
 from lmagent.llm.toolcalls import MAX_NESTING, nesting_depth
+from lmagent.sandbox.base import SandboxConfig
+from lmagent.sandbox.select import open_sandbox
 from lmagent.sessions.store import Session
 
 
@@ -45,9 +47,7 @@ class Services:
         """The sandbox for this workspace, started on first use (raises SandboxUnavailable)."""
         with self._lock:
             if self._sandbox is None:
-                import lmagent.sandbox.select as sandboxed_shell
-
-                self._sandbox = sandboxed_shell.open_sandbox(sandbox_config(self.config))
+                self._sandbox = open_sandbox(SandboxConfig.from_config(self.config))
             return self._sandbox
 
     def close(self) -> None:
@@ -55,17 +55,6 @@ class Services:
             if self._sandbox is not None:
                 self._sandbox.close()
                 self._sandbox = None
-
-
-def sandbox_config(config: Config):
-    import lmagent.sandbox.select as sandboxed_shell
-
-    return sandboxed_shell.SandboxConfig(
-        workspace=config.workspace,
-        backend=config.sandbox_backend,
-        image=config.sandbox_image,
-        network=config.sandbox_network,
-    )
 
 
 @dataclass

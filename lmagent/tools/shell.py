@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated as A
 
-from lmagent.sandbox.base import SandboxUnavailable
+from lmagent.sandbox.base import DEFAULT_TIMEOUT, MAX_MEMORY_MB, MAX_TIMEOUT, SandboxUnavailable
 from lmagent.tools.command_paths import check_command_paths
 from lmagent.tools.registry import (
     ArgumentError,
@@ -12,9 +12,6 @@ from lmagent.tools.registry import (
     ToolError,
 )
 
-SHELL_DEFAULT_TIMEOUT = 30
-SHELL_MAX_TIMEOUT = 120
-SHELL_MAX_MEMORY_MB = 2048
 # --------------------------------------------------------------------------- shell and git
 
 
@@ -34,20 +31,24 @@ def run_in_sandbox(
     return result.to_tool_result()
 
 
+TIMEOUT_HELP = f"seconds (default {DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g})"
+MEMORY_HELP = f"memory limit in MB (max {MAX_MEMORY_MB})"
+
+
 def tool_shell(
     ctx: ToolContext,
     command: A[str, "sh command line, run in the workspace inside the sandbox"],
-    timeout: A[int, "seconds (default 30, max 120)"] = SHELL_DEFAULT_TIMEOUT,
-    max_memory_mb: A[int | None, "memory limit in MB (max 2048)"] = None,
+    timeout: A[int, TIMEOUT_HELP] = int(DEFAULT_TIMEOUT),
+    max_memory_mb: A[int | None, MEMORY_HELP] = None,
 ) -> dict:
     """Run a shell command in the workspace, inside the sandbox."""
 
     if not command.strip():
         raise ArgumentError("command must not be empty")
-    if not 1 <= timeout <= SHELL_MAX_TIMEOUT:
-        raise ArgumentError(f"timeout must be between 1 and {SHELL_MAX_TIMEOUT} seconds")
-    if max_memory_mb is not None and not 16 <= max_memory_mb <= SHELL_MAX_MEMORY_MB:
-        raise ArgumentError(f"max_memory_mb must be between 16 and {SHELL_MAX_MEMORY_MB}")
+    if not 1 <= timeout <= MAX_TIMEOUT:
+        raise ArgumentError(f"timeout must be between 1 and {MAX_TIMEOUT:g} seconds")
+    if max_memory_mb is not None and not 16 <= max_memory_mb <= MAX_MEMORY_MB:
+        raise ArgumentError(f"max_memory_mb must be between 16 and {MAX_MEMORY_MB}")
     if ctx.config.shell_workspace_only:
         refusal = check_command_paths(command, ctx.workspace.root)
         if refusal:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from flask import Flask
 
-from lmagent.core.config import VERSION, Config, ConfigError
+from lmagent.core.config import PERMISSION_MODES, VERSION, Config, ConfigError
 from lmagent.core.workspace import Workspace
 from lmagent.runtime import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
 from lmagent.web.app import create_app
@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", help="bind address (AGENT_HOST, default 0.0.0.0)")
     parser.add_argument("--port", type=int, help="port (AGENT_PORT, default 7860)")
     parser.add_argument("--workspace", help="the directory the agent works in")
-    parser.add_argument("--permission", choices=("auto", "normal", "manual"))
+    parser.add_argument("--permission", choices=PERMISSION_MODES)
     parser.add_argument(
         "--allow-unsandboxed-auto",
         action="store_true",

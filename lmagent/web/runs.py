@@ -17,12 +17,14 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from lmagent.core.config import Config
+from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.status import STATUS_ERROR, STATUS_RUNNING
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
 from lmagent.loop.permissions import PermissionGate
 from lmagent.loop.run import run_agent
+from lmagent.sandbox.base import SandboxConfig
+from lmagent.sandbox.select import sandbox_summary
 from lmagent.sessions.store import Session, SessionBusy, SessionStore
 from lmagent.tools.registry import Services
 from lmagent.web.events import EventHub, frame
@@ -30,7 +32,6 @@ from lmagent.web.server import trim_memory
 
 log = logging.getLogger("lmagent.web")
 
-MODES = ("auto", "normal", "manual")
 DECISIONS = ("allow", "deny", "auto")
 PARTIAL_LIMIT = 200_000  # characters of the reply in progress kept for a resyncing page
 EVENT_FIELD_LIMIT = 24_000  # characters of a tool's arguments/result sent over the stream
@@ -317,8 +318,8 @@ class RunManager:
 
     def set_mode(self, mode: str) -> str:
         """Mode for the next runs, and for the active run from now on."""
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        if mode not in PERMISSION_MODES:
+            raise ValueError(f"mode must be one of {', '.join(PERMISSION_MODES)}")
         with self._lock:
             self.mode = mode
             session_id = None
@@ -360,14 +361,7 @@ class RunManager:
         """Longer status lines (sandbox, MCP, vision) for the /status command."""
         if self.runtime is not None:
             return self.runtime.status_lines()
-        try:
-            import lmagent.sandbox.select as sandboxed_shell
-            from lmagent.tools.registry import sandbox_config
-
-            backend, reason = sandboxed_shell.describe_backend(sandbox_config(self.config))
-            return [f"sandbox {backend} ({reason})"]
-        except Exception as exc:  # a status line must never fail the request
-            return [f"sandbox unavailable ({exc})"]
+        return [f"sandbox {sandbox_summary(SandboxConfig.from_config(self.config))}"]
 
     def _probe(self) -> None:
         from lmagent.llm.client import probe_model
