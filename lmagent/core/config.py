@@ -8,10 +8,12 @@ from it. Each allowed-value list is defined here once.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import ipaddress
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -268,7 +270,9 @@ class Config:
         raw = {f.metadata["env"]: f.metadata["default"] for f in fields(cls)}
         from_files: dict[str, str] = {}
         for env_file in _dotenv_files(cwd or Path.cwd()):
-            for key, value in _read_dotenv(env_file).items():
+            values = _read_dotenv(env_file)
+            warn_unknown_keys(env_file, values, raw)
+            for key, value in values.items():
                 if value is not None and key in raw:
                     from_files.setdefault(key, value)  # an earlier file is never overridden
         raw.update(from_files)
@@ -312,6 +316,21 @@ def _read_dotenv(path: Path) -> dict[str, str | None]:
         ) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_unknown_keys(path: Path, values: dict, known: dict) -> None:
+    """One warning per unknown key of a .env file per process, naming the closest known
+    variable (a typo such as PERMISION_MODE would otherwise be ignored silently)."""
+    for key in values:
+        if key in known or (str(path), key) in _warned:
+            continue
+        _warned.add((str(path), key))
+        close = difflib.get_close_matches(key.upper(), list(known), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else "every variable is listed in .env.example"
+        print(f"warning: {path}: unknown setting {key} is ignored; {hint}", file=sys.stderr)
 
 
 def parse_setting(name: str, label: str, raw: str):
