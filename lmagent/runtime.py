@@ -9,6 +9,7 @@ from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
 from lmagent.llm.quirks import unsent_at_start
 from lmagent.llm.tokens import estimate_tokens
+from lmagent.llm.toolmode import choose as choose_tool_mode
 from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import sandbox_summary
 from lmagent.subagents.tools import agent_toolset
@@ -58,6 +59,7 @@ class Runtime:
         self.config = config
         self.services = Services(config)
         self.model = probe_model(config) if probe else ModelInfo()
+        self.tool_mode = choose_tool_mode(config, self.model)
         self.warnings: list[str] = []
         if not self.model.reachable:
             self.warnings.append(unreachable_message(config.llm_url))
@@ -102,6 +104,7 @@ class Runtime:
         """A client for one run; a blank LLM_MODEL means the model the server has loaded."""
         client = LLMClient(self.config, model=self.config.llm_model or self.model.model_id)
         client.dropped_params |= unsent_at_start(self.model.supports_tools)
+        client.tool_mode = self.tool_mode.mode
         return client
 
     def _check_context(self) -> None:
@@ -147,7 +150,8 @@ class Runtime:
         permission = f" · permission mode {mode}" if mode else ""
         lines = [
             f"workspace {self.config.workspace} · sandbox {self.sandbox_description()}{permission}",
-            f"model {model} at {self.config.llm_url} · context {window}",
+            f"model {model} at {self.config.llm_url} · context {window} · "
+            + self.tool_mode.describe(),
         ]
         unisolated = unisolated_warning(self.config)
         if unisolated:

@@ -62,10 +62,14 @@ def test_vision_is_offered_only_when_a_vision_model_is_loaded(workspace):
 def test_a_template_without_tool_support_switches_to_text_tool_calls(workspace):
     props = {"default_generation_settings": {"n_ctx": 16384}}
     props["chat_template_caps"] = {"supports_tools": False}
-    with ScriptedLLM([text("Hello.\nTASK_COMPLETE")], models=False, props=props) as server:
+    # auto: one request finds the server ignoring a JSON schema, so text it is
+    schema_ignored = text("Sure!")
+    turns = [schema_ignored, text("Hello.\nTASK_COMPLETE")]
+    with ScriptedLLM(turns, models=False, props=props) as server:
         config = make_config(workspace, server, enable_mcp=False)
         runtime = Runtime(config).start()
         assert runtime.context_length == 16384
+        assert runtime.tool_mode.mode == "text" and "ignored" in runtime.tool_mode.reason
         result = run_agent(config, "hi", **runtime.run_options())
         assert result.status == "completed"
         body = server.requests[-1]

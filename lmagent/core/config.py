@@ -127,6 +127,11 @@ VISION_SETTINGS = ("auto", "true", "false")
 TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
 
 
+# how tool calls are asked for: decided by a probe, the server's tool_calls, calls written as
+# text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
+TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
+
+
 def _setting(env: str, parse, default: str, doc: str):
     return field(
         default=None, metadata={"env": env, "parse": parse, "default": default, "doc": doc}
@@ -250,6 +255,12 @@ class Config:
     )
     embedded_model: str = _setting(
         "EMBEDDED_MODEL", _parse_str, "", "GGUF file for --embedded (blank = bundled SmolLM2)"
+    )
+    tool_call_mode: str = _setting(
+        "TOOL_CALL_MODE",
+        _parse_choice(*TOOL_CALL_MODES),
+        "auto",
+        "auto/native/text/constrained: how the model's tool calls are asked for",
     )
     tool_call_mode: str = _setting(
         "TOOL_CALL_MODE",

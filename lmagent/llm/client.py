@@ -19,12 +19,14 @@ import re
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
+from lmagent.llm.constrained import AnswerStream, CutOff, NotConstrained, read_reply, reply_schema
 from lmagent.llm.errors import (
     ContextOverflow,
     LLMError,
@@ -33,7 +35,13 @@ from lmagent.llm.errors import (
     LLMUnreachable,
     StreamBroken,
 )
-from lmagent.llm.quirks import RETRY_POLICY, SERVERS, RetryRule, rejected_params
+from lmagent.llm.quirks import (
+    RETRY_POLICY,
+    SERVERS,
+    RetryRule,
+    rejected_params,
+    reply_format,
+)
 
 __all__ = [
     "RETRY_POLICY",
@@ -50,6 +58,15 @@ __all__ = [
 CONNECT_TIMEOUT = 10
 MAX_BACKOFF = 30.0  # seconds between two retries at most
 MAX_LOADING_POLL = 5.0  # seconds between two polls of a loading model at most
+
+
+# what the user is told when the server refuses a field that changes how tools are called
+REFUSED_NOTES = {
+    "tools": "the server refused tool definitions; tools are described in the prompt and calls "
+    "read from the text from now on",
+    "response_format": "the server refused the JSON schema for tool calls; tool calls are read "
+    "from the text from now on",
+}
 
 
 def rule_for(exc: Exception) -> RetryRule:
@@ -224,6 +241,7 @@ class _StreamState:
         self.reply = Reply()
         self.calls: dict[int, dict] = {}
         self.started = time.monotonic()
+        self.view: AnswerStream | None = None  # a constrained reply: only its answer is shown
 
     def restart(self) -> None:
         self.content.current = self.thought.current = ""
@@ -238,6 +256,9 @@ class _StreamState:
         if diverged:
             self.callbacks.on_status("the reply restarted differently after a dropped connection")
             self.filter = ThinkFilter()
+            self.view = self.view and AnswerStream()
+        if new and self.view is not None:
+            new = self.view.feed(new)
         if new:
             self._emit(self.filter.feed(new) if self.strip else [("content", new)])
         self._look_for_loop(self.content)
@@ -292,6 +313,13 @@ class _StreamState:
                 self.callbacks.on_thinking(text)
             else:
                 self.callbacks.on_token(text)
+
+    def finish_cut_off(self) -> Reply:
+        """A constrained reply cut off twice: nothing of it is run (the loop asks again)."""
+        self.callbacks.on_status("the reply was cut off again; its unfinished call is not run")
+        reply = self.finish()
+        reply.content, reply.tool_calls = "", []
+        return reply
 
     def finish(self) -> Reply:
         if self.strip:
@@ -457,14 +485,28 @@ class LLMClient:
         self.url = chat_url(config.llm_url)
         self.model = model if model is not None else config.llm_model
         self.dropped_params: set[str] = set()
+        # native | text | constrained (TOOL_CALL_MODE; "auto" is decided by llm/toolmode.py)
+        self.tool_mode = "native" if config.tool_call_mode == "auto" else config.tool_call_mode
         self.last_reply: Reply | None = None
+        self._reply_schema: tuple[list[dict] | None, dict] = (None, {})
         self._messages = MessageCache()
         self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections
         self._idle_lock = threading.Lock()
 
     @property
     def native_tools(self) -> bool:
-        return "tools" not in self.dropped_params
+        """Tools go as the request's `tools` (else they are described in the prompt)."""
+        return self.tool_mode == "native" and "tools" not in self.dropped_params
+
+    @property
+    def constrained(self) -> bool:
+        """Requests carry a JSON schema admitting one valid call or an answer."""
+        return self.tool_mode == "constrained" and "response_format" not in self.dropped_params
+
+    @property
+    def uses_tool_schemas(self) -> bool:
+        """Whether the tools' schemas go into the request (as `tools` or as the reply's schema)."""
+        return self.native_tools or self.constrained
 
     def build_body(self, messages: list[dict], tools: list[dict], stream: bool) -> dict:
         body: dict = {
@@ -479,11 +521,19 @@ class LLMClient:
         if tools and self.native_tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
+        elif tools and self.constrained:
+            body["response_format"] = self._schema_for(tools)
         if stream:
             body["stream_options"] = {"include_usage": True}
         for name in self.dropped_params:
             body.pop(name, None)
         return body
+
+    def _schema_for(self, tools: list[dict]) -> dict:
+        """The reply's schema for `tools`, built again only for another tool list."""
+        if self._reply_schema[0] is not tools:
+            self._reply_schema = (tools, reply_format(reply_schema(tools)))
+        return self._reply_schema[1]
 
     def chat(
         self,
@@ -498,16 +548,49 @@ class LLMClient:
         state = _StreamState(callbacks, self.config.thinking_model)
         tries: dict[str, int] = {}
         while True:
+            constrained = bool(tools) and self.constrained
+            state.view = (state.view or AnswerStream()) if constrained else None
             try:
                 reply = self._attempt(messages, tools or [], state, stop, stream=True)
                 if reply is None:  # an empty stream: ask once more without streaming
                     state.restart()
                     reply = self._attempt(messages, tools or [], state, stop, stream=False)
+                if constrained:
+                    reply = self._read_constrained(reply, state)
                 self.last_reply = reply
                 return reply
+            except CutOff:
+                if tries.setdefault("cut off", 0):
+                    self.last_reply = state.finish_cut_off()
+                    return self.last_reply
+                tries["cut off"] = 1
+                callbacks.on_status("the reply was cut off before it was complete; asking again")
             except LLMError as exc:
                 self._recover(exc, tries, state.started, callbacks, stop)
-                state.restart()
+            state.restart()
+
+    def _read_constrained(self, reply: Reply, state: _StreamState) -> Reply:
+        """The call or answer of a reply to a request that carried the schema. A server that
+        ignored the schema switches this client to text tool calls (the reply is read so)."""
+        try:
+            read = read_reply(reply.raw_content)
+        except NotConstrained as exc:
+            self.tool_mode = "text"
+            state.callbacks.on_status(
+                f"the server ignored the JSON schema ({exc}); reading tool calls from the text "
+                "from now on (TOOL_CALL_MODE=text)"
+            )
+            state.callbacks.on_token(reply.content)  # it was held back as if it were JSON
+            return reply
+        if read.name:
+            call_id = f"call_{uuid.uuid4().hex[:12]}"
+            reply.tool_calls = [{"id": call_id, "name": read.name, "arguments": read.arguments}]
+            reply.content = ""
+            return reply
+        answer, thought = split_thinking(read.answer) if state.strip else (read.answer.strip(), "")
+        reply.content = answer
+        reply.reasoning = "\n\n".join(part for part in (reply.reasoning, thought) if part)
+        return reply
 
     def _recover(
         self, exc: LLMError, tries: dict, started: float, callbacks: Callbacks, stop: StopToken
@@ -522,7 +605,8 @@ class LLMClient:
         if rule.action == "drop_param" and rejected_params(exc):
             name = rejected_params(exc)[0]  # at most once each: a dropped field is not sent
             self.dropped_params.add(name)
-            callbacks.on_status(f"the server rejected '{name}'; continuing without it")
+            note = REFUSED_NOTES.get(name, f"the server rejected '{name}'; continuing without it")
+            callbacks.on_status(note)
             return
         if self._exhausted(rule, count, started):
             raise exc

@@ -69,11 +69,22 @@ OPTIONAL_PARAMS = (
 )
 
 
+# other words servers use in an error about a field: llama.cpp names the schema it could not
+# turn into a grammar, not `response_format`
+FIELD_WORDS = {"response_format": ("json_schema", "json schema", "grammar")}
+
+
 def rejected_params(exc: Exception) -> list[str]:
     """Optional fields that were sent and that the error body names ("tool choice" too)."""
     body = getattr(exc, "body", "").lower()
     sent = getattr(exc, "sent", ())
-    return [p for p in OPTIONAL_PARAMS if p in sent and re.search(p.replace("_", "[_ -]"), body)]
+    return [p for p in OPTIONAL_PARAMS if p in sent and _names(body, p)]
+
+
+def _names(body: str, field: str) -> bool:
+    return bool(re.search(field.replace("_", "[_ -]"), body)) or any(
+        word in body for word in FIELD_WORDS.get(field, ())
+    )
 
 
 # --------------------------------------------------------------------------- failures
@@ -106,7 +117,7 @@ class RetryRule:
 ANY: tuple = ()
 OVERFLOW_WORDS = ("context length", "context window", "context size", "exceed_context_size",
                   "too many tokens", "maximum context", "n_ctx", "prompt is too long")
-PARAM_WORDS = (*OPTIONAL_PARAMS, "tool choice", "tool-choice")
+PARAM_WORDS = (*OPTIONAL_PARAMS, "tool choice", "tool-choice", *FIELD_WORDS["response_format"])
 LOADING_WORDS = ("loading model", "model is loading")
 RETRY_POLICY: tuple[RetryRule, ...] = (
     RetryRule(LLMTimeout, ANY, ANY, "fail", "no answer within LLM_TIMEOUT; raise it if needed"),

@@ -344,7 +344,7 @@ class AgentRun:
 
     def ask_model(self, tools: bool):
         messages = self.messages()
-        schemas = self.toolset.schemas() if tools and self.client.native_tools else []
+        schemas = self.toolset.schemas() if tools and self.client.uses_tool_schemas else []
         reply = self.client.chat(messages, schemas, self.callbacks(), self.stop)
         self.count_tokens(reply, estimate_tokens(messages[:1]) + self.session.history_tokens)
         return reply

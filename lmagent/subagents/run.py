@@ -376,6 +376,7 @@ class ChildRun:
         parent = self.ctx.extras.get("client")
         client = LLMClient(self.team.config, model=getattr(parent, "model", None))
         client.dropped_params |= set(getattr(parent, "dropped_params", ()))
+        client.tool_mode = getattr(parent, "tool_mode", client.tool_mode)
         return client
 
     def reported(self) -> bool:
