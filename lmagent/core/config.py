@@ -99,6 +99,22 @@ def _parse_url(name: str, raw: str) -> str:
     return value
 
 
+def _parse_queue_url(name: str, raw: str) -> str:
+    """Blank (the directory inbox) or redis://host[:port][/db] (the distributed queue)."""
+    value = raw.strip()
+    allowed = "blank (the directory inbox) or redis://host:port/db, e.g. redis://localhost:6379/0"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid ({exc}); allowed: {allowed}") from None
+    database = parts.path.strip("/")
+    redis_url = parts.scheme == "redis" and parts.hostname and (not database or database.isdigit())
+    if value and not redis_url:
+        raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}")
+    return value
+
+
 _HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 
 
@@ -122,11 +138,6 @@ PERMISSION_MODES = ("auto", "normal", "manual")
 SANDBOX_BACKENDS = ("auto", "docker", "bwrap", "process")
 SANDBOX_NETWORKS = ("none", "bridge")
 VISION_SETTINGS = ("auto", "true", "false")
-# how tool calls are asked for: decided by a probe, the server's tool_calls, calls written as
-# text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
-TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
-
-
 # how tool calls are asked for: decided by a probe, the server's tool_calls, calls written as
 # text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
 TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
@@ -213,6 +224,18 @@ class Config:
     scheduler_concurrency: int = _setting(
         "SCHEDULER_CONCURRENCY", _parse_number(int, 1, 16), "1", "scheduled tasks run at once"
     )
+    scheduler_queue: str = _setting(
+        "SCHEDULER_QUEUE",
+        _parse_queue_url,
+        "",
+        "blank = the directory inbox; redis://host:port/db = the distributed queue",
+    )
+    scheduler_lease: int = _setting(
+        "SCHEDULER_LEASE",
+        _parse_number(int, 1, 3600),
+        "60",
+        "seconds a silent queue worker keeps its task (retaken within 1.5x this)",
+    )
     sandbox_backend: str = _setting(
         "SANDBOX_BACKEND",
         _parse_choice(*SANDBOX_BACKENDS),
@@ -255,12 +278,6 @@ class Config:
     )
     embedded_model: str = _setting(
         "EMBEDDED_MODEL", _parse_str, "", "GGUF file for --embedded (blank = bundled SmolLM2)"
-    )
-    tool_call_mode: str = _setting(
-        "TOOL_CALL_MODE",
-        _parse_choice(*TOOL_CALL_MODES),
-        "auto",
-        "auto/native/text/constrained: how the model's tool calls are asked for",
     )
     tool_call_mode: str = _setting(
         "TOOL_CALL_MODE",
