@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lmagent {VERSION}")
             return 0
         check_arguments(args)
-        return dispatch(args, load_config(args))
+        return dispatch(args, load_config(args, ask_on_first_run(args)))
     except CliError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -136,6 +136,22 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def ask_on_first_run(args: argparse.Namespace) -> dict | None:
+    """Nothing configured and a person at the terminal: ask for the workspace and server."""
+    from pathlib import Path
+
+    from lmagent.cli import firstrun
+
+    if not firstrun.needed(args):
+        return None
+    try:
+        return firstrun.FirstRun().run(Path.cwd())
+    except EOFError:
+        raise CliError(
+            "first run cancelled; set WORKSPACE and LLM_URL (or write a .env) to skip the questions"
+        ) from None
 
 
 def dispatch(args: argparse.Namespace, config) -> int:
