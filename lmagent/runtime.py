@@ -3,7 +3,9 @@ tool, the sandbox services, and the tool set each run is offered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
@@ -50,6 +52,20 @@ def unisolated_warning(config: Config) -> str | None:
         "commands run unisolated on the host (SANDBOX_BACKEND=process); auto mode is refused "
         "unless confirmed with ALLOW_UNSANDBOXED_AUTO=true"
     )
+
+
+@contextlib.contextmanager
+def shared_runtime(config: Config, runtime: Runtime | None = None) -> Iterator[Runtime]:
+    """The one way a front end gets its Runtime: `runtime` when the caller already has one (it
+    stays open), else one started here and closed when the block ends."""
+    if runtime is not None:
+        yield runtime
+        return
+    own = Runtime(config).start()
+    try:
+        yield own
+    finally:
+        own.close()
 
 
 class Runtime:

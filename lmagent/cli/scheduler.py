@@ -7,9 +7,10 @@ from __future__ import annotations
 import json
 import sys
 
-from lmagent.cli.terminal import TerminalIO, start_runtime, stop_on_signals
+from lmagent.cli.terminal import TerminalIO, stop_on_signals
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
+from lmagent.runtime import shared_runtime
 from lmagent.scheduler.daemon import Scheduler
 from lmagent.scheduler.inbox import (
     DaemonLock,
@@ -93,12 +94,8 @@ def run_daemon(config: Config, args) -> int:
         io.error(str(exc))
         return 1
     stop = StopToken()
-    with stop_on_signals(stop, io):
-        scheduler.runtime = start_runtime(config)
-        try:
-            for line in scheduler.runtime.banner_lines():
-                log(f"scheduler: {line}")
-            scheduler.run_forever(stop)
-        finally:
-            scheduler.runtime.close()
+    with stop_on_signals(stop, io), shared_runtime(config) as scheduler.runtime:
+        for line in scheduler.runtime.banner_lines():
+            log(f"scheduler: {line}")
+        scheduler.run_forever(stop)
     return 0

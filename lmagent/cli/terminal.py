@@ -18,6 +18,7 @@ from lmagent.core.workspace import Workspace
 from lmagent.llm.client import unreachable_message
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.run import RunResult, run_agent
+from lmagent.runtime import shared_runtime
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
 
 EXIT_CODES = {
@@ -265,13 +266,6 @@ def stop_on_signals(
             signal.signal(signum, old)
 
 
-def start_runtime(config: Config):
-    """The per-process parts every run shares: model probe, tools, sub-agents, MCP, sandbox."""
-    from lmagent.runtime import Runtime
-
-    return Runtime(config).start()
-
-
 def answer_channel(as_json: bool) -> str | None:
     """Who answers a one-shot run's permission requests: a terminal, JSON lines on stdin, or
     nobody (stdin is not a terminal: cron, CI, a pipe)."""
@@ -285,10 +279,8 @@ def one_shot(config: Config, task: str, args, runtime=None) -> int:
     io = TerminalIO(as_json=args.json, answers=answer_channel(args.json))
     io.mode = config.permission_mode
     stop = StopToken()
-    owned = runtime is None
     try:
-        with stop_on_signals(stop, io):
-            runtime = runtime or start_runtime(config)
+        with stop_on_signals(stop, io), shared_runtime(config, runtime) as runtime:
             if not runtime.model.reachable:  # no server at all: say so now, not after retries
                 io.error(unreachable_message(config.llm_url))
                 return 1
@@ -308,9 +300,6 @@ def one_shot(config: Config, task: str, args, runtime=None) -> int:
     except (SessionNotFound, SessionBusy) as exc:
         io.error(exc.args[0])
         return 1
-    finally:
-        if owned and runtime is not None:
-            runtime.close()
     return report(result, config, io)
 
 
@@ -363,15 +352,15 @@ class Repl:
         self.mode = config.permission_mode
         self.session_id: str | None = getattr(args, "resume", None)
         self.plan_next = bool(getattr(args, "plan", False))
-        self.owns_runtime = runtime is None
         self.runtime = runtime
+        self.owned = contextlib.ExitStack()  # the runtime, when the REPL started it
         self.stop: StopToken | None = None
         self.running = False  # a task of the REPL's own is running (the scheduler waits)
         self.scheduler: agent_scheduler.BackgroundScheduler | None = None
 
     def loop(self) -> int:
         Workspace(self.config.workspace).ensure()
-        self.runtime = self.runtime or start_runtime(self.config)
+        self.runtime = self.owned.enter_context(shared_runtime(self.config, self.runtime))
         history = _setup_readline(self.config.workspace) if self._interactive() else None
         self.io.line("LMAgent", "bold")
         for line in self.runtime.banner_lines(self.mode):
@@ -390,8 +379,7 @@ class Repl:
             _save_readline(history)
             if self.scheduler is not None:
                 self.scheduler.stop()  # running scheduled tasks are requeued
-            if self.owns_runtime:
-                self.runtime.close()
+            self.owned.close()
         return 0
 
     def start_scheduler(self) -> None:

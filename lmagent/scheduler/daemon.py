@@ -15,6 +15,7 @@ from lmagent.core.files import read_json
 from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
 from lmagent.loop.permissions import PermissionGate
+from lmagent.runtime import shared_runtime
 from lmagent.scheduler.inbox import DaemonLock, History, Job, Malformed, Paths, names, parse_job
 from lmagent.scheduler.queue import TaskQueue
 from lmagent.sessions.store import SessionBusy, SessionStore
@@ -81,22 +82,19 @@ class Scheduler:
         self.acquire()
         self.stop = stop or self.stop
         self.stop.add_callback(self._stop_all)
-        own_runtime = self.runtime is None
-        if own_runtime:
-            from lmagent.runtime import Runtime
-
-            self.runtime = Runtime(self.config).start()
         try:
-            self.queue.recover()
-            self.waiting.rescan()
-            self.log(f"scheduler: watching {self.paths.inbox} (concurrency {self.concurrency})")
-            self.loop()
-            self.drain()
+            with shared_runtime(self.config, self.runtime) as self.runtime:
+                self._watch()
         finally:
-            if own_runtime:
-                self.runtime.close()
             self.lock.release()
             self.log("scheduler: stopped")
+
+    def _watch(self) -> None:
+        self.queue.recover()
+        self.waiting.rescan()
+        self.log(f"scheduler: watching {self.paths.inbox} (concurrency {self.concurrency})")
+        self.loop()
+        self.drain()
 
     def loop(self) -> None:
         scanned = time.time()
