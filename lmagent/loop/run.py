@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from lmagent.checkpoints.recorder import StepRecorder, needs_checkpoint
 from lmagent.core.config import Config
 from lmagent.core.status import (
     STATUS_BLOCKED,
@@ -181,6 +182,9 @@ class AgentRun:
         self._system: dict | None = None
         self.final_result: dict | None = None
         self.paired = PairedHistory()
+        self.checkpoints = StepRecorder(
+            config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
+        )
         self.ctx = ToolContext(
             config=config,
             workspace=Workspace(config.workspace),
@@ -428,7 +432,12 @@ class AgentRun:
     def run_call(self, call: dict) -> dict:
         name, raw = call["name"], call["arguments"]
         self.emit("tool_call", id=call["id"], name=name, arguments=raw)
+        checkpointed = isinstance(name, str) and needs_checkpoint(
+            name, self.toolset.changes_things(name)
+        )
+        before = self.checkpoints.before(name) if checkpointed else None
         result = self.execute(name, raw)
+        change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
         self.check_loop(name, raw, result)
         self.emit(
             "tool_result",
@@ -436,6 +445,7 @@ class AgentRun:
             name=name,
             result=result,
             success=bool(result.get("success")),
+            **change,
         )
         return result
 

@@ -1,0 +1,76 @@
+"""Checkpoints around the calls of one run: a snapshot before each call that can change files,
+another after it, and the step recorded with what it changed.
+
+A checkpoint that cannot be made (disk full, permission denied, no git) is reported through
+`report` and the call runs anyway: the step is never lost, it just cannot be undone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lmagent.checkpoints.shadow import CheckpointError, Snapshot
+from lmagent.checkpoints.steps import Checkpoints
+
+# tools that change files without being marked so: their sub-agents do the changing
+THROUGH_SUBAGENTS = frozenset({"delegate", "decompose"})
+
+
+def needs_checkpoint(tool_name: str, changes_things: bool) -> bool:
+    return changes_things or tool_name in THROUGH_SUBAGENTS
+
+
+class StepRecorder:
+    """The checkpoints of one run of one session."""
+
+    def __init__(
+        self,
+        workspace: Path | str,
+        session_id: str,
+        agent_id: str = "main",
+        report: Callable[[str], None] = lambda text: None,
+    ):
+        self.checkpoints = Checkpoints(workspace)
+        self.session_id = session_id
+        self.agent_id = agent_id
+        self.report = report
+        self.noted: set[str] = set()  # notes already reported in this run
+
+    def before(self, tool: str) -> Snapshot | None:
+        """The snapshot before a call of `tool`, or None when it could not be made."""
+        try:
+            snapshot = self.checkpoints.take(f"before {tool} in session {self.session_id}")
+        except (CheckpointError, OSError) as exc:
+            self.failed(exc)
+            return None
+        self.note(snapshot.notes)
+        return snapshot
+
+    def after(self, before: Snapshot | None, tool: str, call_id: str) -> dict:
+        """What the call changed, as fields of its tool_result event: checkpoint (the snapshot
+        before it), and when files changed: step, changed (paths) and diff (unified)."""
+        if before is None:
+            return {}
+        fields: dict = {"checkpoint": before.commit}
+        try:
+            after = self.checkpoints.take(f"after {tool} in session {self.session_id}")
+            record = self.checkpoints.record(
+                self.session_id, before, after, tool=tool, call_id=call_id, agent_id=self.agent_id
+            )
+            if record:
+                diff = self.checkpoints.diff(record)
+                fields.update(step=record["step"], changed=record["changed"], diff=diff)
+        except (CheckpointError, OSError) as exc:
+            self.failed(exc)
+        return fields
+
+    def failed(self, exc: Exception) -> None:
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        self.report(f"checkpoint failed ({cause}); the step runs, but it cannot be undone")
+
+    def note(self, notes: list[str]) -> None:
+        for text in notes:
+            if text not in self.noted:
+                self.noted.add(text)
+                self.report(f"checkpoint: {text}")

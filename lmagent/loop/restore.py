@@ -1,0 +1,68 @@
+"""Restoring the workspace to a session's checkpoint, as every front end asks for it.
+
+A restore is refused while any run is active on the workspace (it would pull files from under
+it), holds the session's lock while it works, and is noted in the session's transcript, so a
+model that continues the session is told which files went back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lmagent.checkpoints.steps import Checkpoints, RestorePlan, RestoreRefused
+from lmagent.sessions.store import SessionStore
+
+__all__ = ["RestoreRefused", "latest_session", "plan_restore", "restore_session", "steps_of"]
+
+
+def latest_session(workspace: Path | str) -> str:
+    """The newest session's id (what `--undo` and `--checkpoints` mean without one)."""
+    for meta in SessionStore(workspace).list():
+        if meta.get("status") != "damaged":
+            return meta["id"]
+    raise RestoreRefused("there is no session in this workspace yet")
+
+
+def steps_of(workspace: Path | str, session_id: str) -> list[dict]:
+    """The session's changing steps, oldest first (raises SessionNotFound)."""
+    session_id = SessionStore(workspace).resolve(session_id)
+    return Checkpoints(workspace).steps(session_id)
+
+
+def plan_restore(workspace: Path | str, session_id: str, step: int | None = None) -> RestorePlan:
+    """What restoring to before `step` would change (for a confirmation)."""
+    session_id = SessionStore(workspace).resolve(session_id)
+    return Checkpoints(workspace).plan(session_id, step)
+
+
+def restore_session(
+    workspace: Path | str, session_id: str, step: int | None = None, force: bool = False
+) -> dict:
+    """Restore the workspace to before `step` of the session (its last changing step when
+    None); the restore's record. Raises RestoreRefused, SessionNotFound or CheckpointError."""
+    store = SessionStore(workspace)
+    session_id = store.resolve(session_id)
+    active = [meta["id"] for meta in store.list() if store.is_busy(meta["id"])]
+    if active:
+        raise RestoreRefused(
+            f"a run is active on this workspace (session {active[0]}); stop it or wait for "
+            "it to finish, then restore"
+        )
+    with store.lock(session_id, wait=0):
+        record = Checkpoints(workspace).restore(session_id, step, force)
+        session = store.open(session_id)
+        try:
+            session.append({"role": "user", "content": restore_note(record)})
+        finally:
+            session.close()
+    return record
+
+
+def restore_note(record: dict) -> str:
+    files = record["changed"]
+    shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    return (
+        f"[The user restored the workspace files to how they were before step "
+        f"{record['restored_step']}. These files went back: {shown}. Read a file again before "
+        "you change it; anything done since that step is undone.]"
+    )
