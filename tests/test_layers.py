@@ -112,3 +112,18 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     bad.write_text("def f():\n    from lmagent.loop.run import run_agent\n")
     assert "lmagent.loop.run" in imports_of(bad)
     assert LEVEL[part_of("lmagent.loop.run")] >= LEVEL["tools"]
+
+
+def test_architecture_doc_shows_every_part_and_module():
+    """docs/ARCHITECTURE.md's tree names every folder and module of the package."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    tree = doc.split("## The tree", 1)[1].split("## Layers", 1)[0]
+    for name in MODULES:
+        parts = name.split(".")[1:]
+        if not parts or parts[-1] == "__main__":
+            continue
+        if len(parts) == 1:
+            assert f"{parts[0]}/" in tree or f"{parts[0]}.py" in tree, f"{parts[0]} missing"
+        else:
+            assert f"{parts[0]}/" in tree, f"{parts[0]}/ missing from the tree"
+            assert f"{parts[-1]}.py" in tree or parts[-1] == "__init__", f"{name} missing"
