@@ -13,9 +13,12 @@ import pytest
 
 from lmagent.checkpoints.shadow import MAX_FILE_BYTES, ShadowRepo
 from lmagent.checkpoints.steps import Checkpoints, RestoreRefused
+from lmagent.loop.permissions import PermissionGate
 from lmagent.loop.restore import restore_session, steps_of
 from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
+from lmagent.subagents.tools import agent_toolset
+from lmagent.tools.registry import Services
 from tests.conftest import make_config
 from tests.scripted_llm import text, tool_call
 
@@ -156,6 +159,38 @@ def test_shell_made_changes_are_listed_and_undone(workspace, llm, require_backen
     assert (workspace / "gone.txt").read_text() == "bye\n"
     assert (workspace / "keep.txt").read_text() == "keep\n"
     assert not (workspace / "made.txt").exists()
+
+
+def test_undoing_a_delegate_step_restores_what_the_sub_agent_changed(config, llm, workspace):
+    llm.add(
+        tool_call(
+            "delegate",
+            {
+                "objective": "Write hello.txt",
+                "deliverable_type": "file",
+                "deliverable_description": "a greeting",
+                "deliverable_path": "hello.txt",
+            },
+        ),
+        tool_call("write", {"path": "hello.txt", "content": "hello\n"}),
+        tool_call("report_result", {"status": "ok", "summary": "ok", "artifacts": ["hello.txt"]}),
+        text("TASK_COMPLETE"),
+    )
+    services = Services(config)
+    toolset = agent_toolset(config, services)
+    gate = PermissionGate("auto")
+    result, events = run(config, toolset=toolset, services=services, gate=gate)
+    llm.assert_all_used()
+    parent_steps = steps_of(workspace, result.session_id)
+    assert [(s["tool"], s["changed"]) for s in parent_steps] == [("delegate", ["hello.txt"])]
+    child_write = next(e for e in events if e["type"] == "tool_result" and e.get("depth"))
+    assert child_write["changed"] == ["hello.txt"]  # the child's own step, in its own session
+    delegated = next(e for e in events if e["type"] == "tool_result" and e["name"] == "delegate")
+    child_steps = steps_of(workspace, delegated["result"]["session_id"])
+    assert [(s["tool"], s["changed"]) for s in child_steps] == [("write", ["hello.txt"])]
+
+    restore_session(workspace, result.session_id)
+    assert not (workspace / "hello.txt").exists()
 
 
 # --------------------------------------------------------------------------- what a snapshot holds

@@ -143,6 +143,11 @@ VISION_SETTINGS = ("auto", "true", "false")
 TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
 
 
+def _parse_hosts(name: str, raw: str) -> tuple[str, ...]:
+    """Comma-separated host names or addresses (blank = none)."""
+    return tuple(_parse_host(name, item) for item in raw.split(",") if item.strip())
+
+
 def _setting(env: str, parse, default: str, doc: str):
     return field(
         default=None, metadata={"env": env, "parse": parse, "default": default, "doc": doc}
@@ -266,6 +271,12 @@ class Config:
     agent_host: str = _setting("AGENT_HOST", _parse_host, "0.0.0.0", "web UI bind address")
     agent_port: int = _setting("AGENT_PORT", _parse_number(int, 1, 65535), "7860", "web UI port")
     agent_token: str = _setting("AGENT_TOKEN", _parse_str, "", "web UI PIN (blank = random)")
+    agent_allowed_hosts: tuple = _setting(
+        "AGENT_ALLOWED_HOSTS",
+        _parse_hosts,
+        "",
+        "extra host names the web UI answers to (reverse proxy, VPN name), comma-separated",
+    )
     enable_mcp: bool = _setting("ENABLE_MCP", _parse_bool, "true", "start MCP servers")
     mcp_start_timeout: float = _setting(
         "MCP_START_TIMEOUT",

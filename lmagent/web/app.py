@@ -63,9 +63,10 @@ def create_app(config: Config, test_config: dict | None = None, *, runtime=None)
     app.config["PIN"] = app.config["PIN"] or config.agent_token or new_pin()
     guard = Guard(
         app.config["PIN"],
-        app.config["ALLOWED_HOSTS"],
+        [*app.config["ALLOWED_HOSTS"], *config.agent_allowed_hosts],
         max_failures=app.config["MAX_FAILURES"],
         window=app.config["FAILURE_WINDOW"],
+        sessions_file=Workspace(config.workspace).data_dir / "web_sessions.json",
     )
     hub = EventHub(
         app.config["EVENT_BUFFER"], app.config["EVENT_BUFFER_BYTES"], app.config["MAX_STREAMS"]
@@ -180,7 +181,10 @@ def _install_pages(app: Flask, state: WebState) -> None:
 
     @app.post("/api/logout")
     def logout():
-        guard.end_session(request.cookies.get(COOKIE))
+        if (request.get_json(silent=True) or {}).get("everywhere") is True:
+            guard.end_all_sessions()  # every device, this one included
+        else:
+            guard.end_session(request.cookies.get(COOKIE))
         response = jsonify({"ok": True})
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="Strict")
         return response
