@@ -11,7 +11,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import secrets
 import select
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -31,6 +33,10 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 RUNNER_SOURCE = (Path(__file__).resolve().parent / "runner.py").read_text()
 REPLY_GRACE = 10.0  # seconds the host waits beyond a command's timeout before giving up on it
 STOP_POLL = 0.1  # how often a waiting run() looks at its stop event
+MAX_PROCESSES = 4  # background processes running at once in one sandbox (so one workspace)
+PROCESS_GRACE = 2.0  # seconds a stopped background process has between SIGTERM and SIGKILL
+FIRST_OUTPUT_WAIT = 1.0  # seconds a background start waits for the process's first output
+PROCESS_LOGS = "processes"  # folder in .lmagent/sandbox/ with each background process's log
 
 
 @dataclass(frozen=True)
@@ -282,6 +288,7 @@ class RunnerSandbox:
         self._ids = itertools.count(1)
         self.identity = workspace_identity(self.workspace)  # the directory the sandbox serves
         self._restart_lock = threading.Lock()
+        self.processes = Processes(self)
 
     # --- for subclasses ------------------------------------------------------------------------
     def _connect(self) -> Channel:
@@ -338,6 +345,7 @@ class RunnerSandbox:
         return result
 
     def close(self) -> None:
+        self.processes.close()
         self._retire_runners()
 
     def resolve_cwd(self, cwd: str | None) -> str:
@@ -473,6 +481,38 @@ class RunnerSandbox:
             return CommandResult("", None, interrupted=interrupted, error=error), False
         return result_from_reply(header, payload, request["timeout"], memory_mb), True
 
+    def _ask_a_runner(self, request: dict) -> dict:
+        """Send one request that is not a command to a runner; its answer."""
+        channel, generation = self._borrow(None)
+        try:
+            channel = self._send(channel, request)
+            header, _ = channel.receive(time.monotonic() + REPLY_GRACE)
+            return header
+        except (ChannelLost, OSError, ValueError) as exc:
+            self._discard(channel)
+            channel = None
+            raise ChannelLost(str(exc)) from exc
+        finally:
+            self._give_back(channel, generation)
+
+    def _open_job_server(self) -> socket.socket:
+        """Have a runner start the job server (background processes); connect to it."""
+        plan = socket_plan(self.workspace)
+        if plan is None:
+            raise ChannelLost("the workspace path is too long for the background process socket")
+        answer = self._ask_a_runner({"op": "jobs", **plan, "max_running": MAX_PROCESSES})
+        if not answer.get("ok"):
+            raise ChannelLost(f"the job server did not start: {answer.get('error')}")
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.settimeout(REPLY_GRACE)
+            conn.connect(plan["path"])
+            conn.sendall(plan["token"].encode() + b"\n")
+        except OSError:
+            conn.close()
+            raise
+        return conn
+
     def _connect_checked(self) -> Channel:
         try:
             return self._connect()
@@ -487,6 +527,148 @@ class RunnerSandbox:
             channel.close()
         except OSError:
             pass
+
+
+def socket_plan(workspace: Path) -> dict | None:
+    """A unix socket path in the workspace's .lmagent/sandbox/ and a token proving the host.
+
+    The workspace is the one directory the host and the sandbox see at the same path. None if
+    the path would be too long for a unix socket or .lmagent/ cannot be made.
+    """
+    path = workspace / ".lmagent" / "sandbox" / f"{secrets.token_hex(6)}.sock"
+    if len(str(path).encode()) > 100:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return {"path": str(path), "token": secrets.token_hex(16)}
+
+
+class ProcessError(Exception):
+    """A background-process request failed; the message says why and what to do."""
+
+
+class Processes:
+    """Host end of a sandbox's background processes (the runner's job server).
+
+    Every process runs under a keeper inside the sandbox that kills whatever it leaves behind
+    when it ends; output is kept head + tail in memory there and in full (up to 16 MB) in
+    `.lmagent/sandbox/processes/<started>-<id>.log`. The job server goes, with every process,
+    when the sandbox is closed or the agent dies.
+    """
+
+    def __init__(self, sandbox: RunnerSandbox):
+        self.sandbox = sandbox
+        self._lock = threading.Lock()
+        self._conn: socket.socket | None = None
+        self._buffer = b""
+        self._ids = itertools.count(1)
+
+    def start(self, command: str, cwd: str | None = None, max_memory_mb: int | None = None) -> dict:
+        """Start `command` in the background; its description and first output."""
+        try:
+            workdir = self.sandbox.resolve_cwd(cwd)
+            self.sandbox._follow_workspace()
+        except (ValueError, SandboxUnavailable) as exc:
+            raise ProcessError(str(exc)) from None
+        process_id = f"p{next(self._ids)}"
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        logs = self.sandbox.workspace / ".lmagent" / "sandbox" / PROCESS_LOGS
+        logs.mkdir(parents=True, exist_ok=True)
+        memory_mb = int(clamp(max_memory_mb, DEFAULT_MEMORY_MB, MAX_MEMORY_MB))
+        request = {"op": "start", "id": process_id, "cmd": command, "cwd": workdir}
+        request.update(env=self.sandbox.command_env(), mem_mb=memory_mb)
+        request["log"] = str(logs / f"{stamp}-{process_id}.log")
+        started = self.request(request)
+        if not started.get("ok"):
+            raise ProcessError(
+                f"{MAX_PROCESSES} background processes are running already (the most at once); "
+                "stop one with process_kill first"
+            )
+        return self.first_output(process_id)
+
+    def first_output(self, process_id: str) -> dict:
+        """Its output once it has written some or ended, or after FIRST_OUTPUT_WAIT seconds."""
+        give_up = time.monotonic() + FIRST_OUTPUT_WAIT
+        while True:
+            answer = self.output(process_id)
+            if answer["output"] or not answer["running"] or time.monotonic() > give_up:
+                return answer
+            time.sleep(0.05)
+
+    def output(self, process_id: str, since: int = 0) -> dict:
+        return self.ask({"op": "output", "id": process_id, "since": since})
+
+    def write(self, process_id: str, text: str) -> dict:
+        answer = self.request({"op": "input", "id": process_id, "text": text})
+        problem = answer.get("error")
+        if problem == "finished":
+            raise ProcessError(
+                f"process {process_id} has ended (exit code {answer.get('exit_code')}); "
+                "it reads no more input"
+            )
+        if problem == "closed":
+            raise ProcessError(f"process {process_id} has closed its input")
+        if problem == "full":
+            raise ProcessError(
+                f"process {process_id} is not reading its input: only {answer['written']} of "
+                f"{len(text.encode())} bytes were taken; try again once it has read them"
+            )
+        return self.known(answer, process_id)
+
+    def kill(self, process_id: str, grace: float = PROCESS_GRACE) -> dict:
+        return self.ask({"op": "kill", "id": process_id, "grace": grace})
+
+    def list(self) -> list[dict]:
+        """Every background process of this sandbox (running or ended)."""
+        if self._conn is None:
+            return []
+        return self.request({"op": "list"}).get("processes", [])
+
+    def ask(self, request: dict) -> dict:
+        return self.known(self.request(request), request["id"])
+
+    @staticmethod
+    def known(answer: dict, process_id: str) -> dict:
+        if not answer.get("ok"):
+            raise ProcessError(f"there is no background process {process_id!r}")
+        return answer
+
+    def request(self, message: dict) -> dict:
+        with self._lock:
+            try:
+                if self._conn is None:
+                    self._conn = self.sandbox._open_job_server()
+                    self._buffer = b""
+                    self._read_line()  # the job server's greeting: it took the token
+                self._conn.sendall(json.dumps(message).encode() + b"\n")
+                return json.loads(self._read_line())
+            except (OSError, ValueError, ChannelLost, SandboxUnavailable) as exc:
+                self._drop()
+                raise ProcessError(
+                    f"the sandbox's background processes are gone ({exc}); any that ran were "
+                    "stopped - start them again"
+                ) from None
+
+    def _read_line(self) -> bytes:
+        while b"\n" not in self._buffer:
+            chunk = self._conn.recv(262144)
+            if not chunk:
+                raise ChannelLost("the job server exited")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        """Stop every background process (the job server stops them when the host goes)."""
+        with self._lock:
+            self._drop()
 
 
 def result_from_reply(

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import shutil
 import socket
 import struct
@@ -36,6 +35,7 @@ from lmagent.sandbox.base import (
     RunnerSandbox,
     SandboxConfig,
     SandboxUnavailable,
+    socket_plan,
     workspace_mounts,
 )
 
@@ -250,8 +250,8 @@ class DockerSandbox(RunnerSandbox):
             transport = ExecSocket(api.exec_start(exec_id, socket=True))
         except DockerException as exc:
             raise ChannelLost(f"docker exec failed: {_first_line(exc)}") from exc
-        direct = direct_socket_plan(self.workspace)
-        channel = self._start_channel(transport, direct=direct)
+        direct = socket_plan(self.workspace)
+        channel = self._start_channel(transport, direct=direct, reap_orphans=True)
         if channel.ready.get("direct"):
             go_direct(channel, direct, runner_pid=self._exec_pid(exec_id))
         return channel
@@ -339,22 +339,6 @@ def mount_set(mounts: list[dict]) -> set[tuple]:
         (m.get("Type"), m.get("Source") or "", m.get("Target"), bool(m.get("ReadOnly")))
         for m in mounts
     }
-
-
-def direct_socket_plan(workspace: Path) -> dict | None:
-    """Where the runner may listen for a direct connection: in the workspace's .lmagent/sandbox/.
-
-    The workspace is the one directory both sides see at the same path. None if the path
-    would be too long for a unix socket or .lmagent/ cannot be made.
-    """
-    path = workspace / ".lmagent" / "sandbox" / f"{secrets.token_hex(6)}.sock"
-    if len(str(path).encode()) > 100:
-        return None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return {"path": str(path), "token": secrets.token_hex(16)}
 
 
 def go_direct(channel: Channel, direct: dict, runner_pid: int | None) -> None:

@@ -8,6 +8,7 @@ Protocol. The host writes one JSON object per line on stdin:
                           -> {"op": "ready", "pid", "uid", "direct": bool, "workspace": [dev, ino]}
   {"op": "run", "id", "cmd", "cwd", "env", "timeout", "mem_mb", "max_rss_mb", "cap"}
   {"op": "kill", "id"}                                               (stop the running command)
+  {"op": "jobs", "path", "token", "max_running"}  -> {"op": "jobs", "ok"}  (start the job server)
 Each answer is one JSON header line; a "run" answer carries "head" + "tail" raw output bytes
 right after it, so binary output and output without a trailing newline survive intact.
 "workspace" in "ready" is the (device, inode) of the workspace directory as the sandbox sees it
@@ -21,9 +22,15 @@ Every command runs under bash (sh if there is no bash) in its own session/proces
 stdin from /dev/null and stdout+stderr on one pipe. To keep a round trip near a millisecond the
 next shell is started ahead of time and waits to source its command from a pipe (`Shell`); its
 limits are set before the command is handed over. The server is a child subreaper: everything a
-command starts stays in its process tree, so a timeout or stop kills all of it (children that
-called setsid included). With `max_procs`/`max_rss_mb` a watchdog also kills runaway processes
+command starts stays in its process tree, and when the command ends, normally or by timeout or
+stop, everything it left running (double-forked and setsid ones included) is killed before the
+answer goes out. With `max_procs`/`max_rss_mb` a watchdog also kills runaway processes
 (a fork bomb's detached children, say), during a command and between commands.
+Background processes are the job server's (`JobServer`, forked on "jobs"): it listens on the
+given unix socket for the host, runs each process under a keeper of its own (`keep_command`, a
+subreaper that kills what its command leaves behind) and is spared by the sweeps. When the host
+goes away, the runner kills everything it started, job server included; on Docker a new runner
+first kills what a runner that died left behind (`reap_orphans`).
 Only the standard library is used; the code runs on any Python 3 the sandbox happens to have.
 """
 
@@ -40,6 +47,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+KILL_PATIENCE = 5.0  # seconds a kill sweeps for stragglers at most
 WATCH_INTERVAL = 0.05  # seconds between watchdog checks
 DRAIN_GRACE = 0.3  # seconds to keep reading output after a kill
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
@@ -106,6 +114,7 @@ class Server:
         self.rfd, self.wfd = 0, 1  # requests in, answers out (a socket after "direct")
         self.direct = None
         self.notice = ""  # what the idle watchdog did, told with the next result
+        self.jobs_pid = None  # the job server (background processes), a child of this server
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
@@ -148,23 +157,34 @@ class Server:
             self.eof = True
 
     def serve(self):
+        """Answer requests until the host goes away; then nothing this runner started lives on."""
         self.idle_watch = Watchdog()
-        while True:
-            if not self.request_pending(self.idle_watch):
-                continue
-            req = self.read_request(block=True)
-            if req is None:
-                return
-            op = req.get("op")
-            if op == "hello":
-                self.hello(req)
-            elif op == "run":
-                self.run(req)
-            elif op == "ping":
-                self.send({"op": "pong"})
+        try:
+            while True:
+                if not self.request_pending(self.idle_watch):
+                    continue
+                req = self.read_request(block=True)
+                if req is None:
+                    return
+                self.answer(req)
+        finally:
+            self.kill_processes(my_children(), set())
+
+    def answer(self, req):
+        op = req.get("op")
+        if op == "hello":
+            self.hello(req)
+        elif op == "run":
+            self.run(req)
+        elif op == "jobs":
+            self.start_jobs(req)
+        elif op == "ping":
+            self.send({"op": "pong"})
 
     def hello(self, req):
         write_home(req)
+        if req.get("reap_orphans"):
+            reap_orphans(self.reap)
         self.limits = {"max_procs": req.get("max_procs"), "max_rss_mb": req.get("max_rss_mb")}
         self.idle_watch = Watchdog(**self.limits)
         direct = req.get("direct") or {}
@@ -214,10 +234,11 @@ class Server:
         reason = watch.check()
         if not reason:
             return
-        keep = {self.warm.pid} if self.warm else set()
+        keep = self.keep()
         killed = self.kill_processes(my_children() - keep, keep)
         why = "too many processes" if reason == "procs" else "memory limit exceeded"
-        self.notice = f"sandbox: {killed} background process(es) killed: {why}\n"
+        if killed:
+            self.notice = f"sandbox: {killed} leftover process(es) killed: {why}\n"
 
     # --- processes -----------------------------------------------------------------------------
     def reap(self):
@@ -229,35 +250,37 @@ class Server:
             if pid == 0:
                 return
             self.statuses[pid] = status
+            if pid == self.jobs_pid:
+                self.jobs_pid = None
+
+    def start_jobs(self, req):
+        """Fork the job server, listening on req["path"] for the host (one at a time)."""
+        if self.jobs_pid:
+            self.kill_processes({self.jobs_pid}, my_children() - {self.jobs_pid})
+        listener = listen_unix(req.get("path"))
+        if listener is None:
+            return self.send({"op": "jobs", "ok": False, "error": "cannot listen on the socket"})
+        pid = os.fork()
+        if pid == 0:
+            run_job_server(listener, req, self.limits.get("max_procs"))
+        listener.close()
+        self.jobs_pid = pid
+        self.send({"op": "jobs", "ok": True})
 
     def kill_processes(self, roots, keep):
-        """SIGKILL `roots`, their descendants and their process groups; returns how many.
+        """SIGKILL `roots` and all they started (see kill_trees); returns how many."""
+        return kill_trees(roots, keep, self.reap)
 
-        Orphans the server adopts meanwhile join `roots` unless they are in `keep`.
-        """
-        own = {os.getpid()}
-        own_group = os.getpgrp()
-        killed = set()
-        for _ in range(50):
-            table = process_table()
-            victims = subtree(table, roots) - own
-            if not victims:
-                break
-            for group in {table[pid][1] for pid in victims if pid in table} - {own_group}:
-                try:
-                    os.killpg(group, signal.SIGKILL)
-                except OSError:
-                    pass
-            for pid in victims:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            killed |= victims
-            time.sleep(0.01)
-            self.reap()
-            roots = roots | (my_children() - keep)
-        return len(killed)
+    def keep(self):
+        """Children that are no command's leftovers: the waiting shell and the job server."""
+        return {pid for pid in (self.warm and self.warm.pid, self.jobs_pid) if pid}
+
+    def sweep(self):
+        """Kill whatever the last command left running (double-forked and setsid ones too)."""
+        keep = self.keep()
+        leftovers = my_children() - keep
+        if leftovers:
+            self.kill_processes(leftovers, keep)
 
     # --- one command ---------------------------------------------------------------------------
     def run(self, req):
@@ -272,6 +295,7 @@ class Server:
         out = Capped(int(req.get("cap", 20000)))
         oom_before = oom_kills()
         reason = self.wait(req, shell, out, earlier)
+        self.sweep()
         exit_code, sig = decode_status(self.statuses.pop(shell.pid, None))
         head, tail = out.parts()
         header = {"op": "result", "id": req.get("id"), "exit": exit_code, "signal": sig}
@@ -329,7 +353,7 @@ class Server:
             if reason in ("timeout", "stopped"):  # this command's processes
                 self.kill_processes({pid} | (my_children() - earlier), earlier - {pid})
             elif reason:  # a limit of the whole sandbox: everything commands started goes
-                self.kill_processes(my_children(), set())
+                self.kill_processes(my_children() - self.keep(), self.keep())
             if reason:
                 break
             fds = [self.wake_r] + ([out_r] if out_r is not None else [])
@@ -361,8 +385,330 @@ class Server:
                 return True
 
 
-def spawn_shell(script_r, out_w, env, cwd, attempts=40):
-    """Start `bash -c '. /dev/fd/N'` in a new session with /dev/null as stdin.
+def reap_orphans(reap):
+    """Docker: kill what a runner that died (killed -9, say) left behind in the container.
+
+    Its processes were adopted by the container's init (PID 1); of init's children only the
+    container's own command, the oldest, belongs there.
+    """
+    orphans = {pid: start for pid, start in init_children().items() if pid != os.getpid()}
+    if len(orphans) > 1:
+        oldest = min(orphans, key=orphans.get)
+        kill_trees(set(orphans) - {oldest}, set(my_children()), reap)
+
+
+def init_children():
+    """{pid: start time} of the children of PID 1."""
+    found = {}
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 19 and fields[1] == b"1":
+            found[int(name)] = int(fields[19])
+    return found
+
+
+# --- background processes ----------------------------------------------------------------------
+HEAD_KEEP = 4096  # bytes kept from the start of a background process's output
+TAIL_KEEP = 16384  # ... and from its end (the full output goes to its log file)
+LOG_LIMIT = 16 * 1024 * 1024  # bytes of output written to the log file at most
+JOB_POLL = 0.1  # seconds between looks at the host, the jobs and the watchdog
+
+
+def run_job_server(listener, req, max_procs):
+    """In the forked child: serve the background processes, then exit (never returns)."""
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        close_fds_except({2, listener.fileno()})
+        null = os.open(os.devnull, os.O_RDWR)
+        os.dup2(null, 0)
+        os.dup2(null, 1)
+        os.close(null)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        conn = accept_host(listener, req)
+        if conn is not None:
+            JobServer(conn, req, max_procs).serve()
+    finally:
+        os._exit(0)
+
+
+def close_fds_except(keep):
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep and fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def accept_host(listener, req):
+    """The host's connection, proved by the token (None after 10 s without one)."""
+    deadline = time.monotonic() + 10
+    try:
+        while select.select([listener], [], [], max(deadline - time.monotonic(), 0))[0]:
+            conn = listener.accept()[0]
+            rest = read_token(conn, req["token"], deadline)
+            if rest is not None:
+                return conn
+            conn.close()
+        return None
+    finally:
+        listener.close()
+        try:
+            os.unlink(req["path"])
+        except OSError:
+            pass
+
+
+class Job:
+    """One background process: its keeper's pid, stdin, output (head, tail, log) and status."""
+
+    def __init__(self, req):
+        self.id, self.command, self.log_path = req["id"], req["cmd"], req["log"]
+        self.started = time.time()
+        self.exit_code = None
+        self.running = True
+        self.head, self.tail, self.total, self.logged = bytearray(), bytearray(), 0, 0
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        self.log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        stdin_r, self.stdin_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        try:
+            self.pid = fork_keeper(req, stdin_r, out_w)
+        finally:
+            os.close(stdin_r)
+            os.close(out_w)
+        os.set_blocking(self.out_r, False)
+        os.set_blocking(self.stdin_w, False)
+
+    def pump(self):
+        """Take what the process wrote; at end of output close the pipe."""
+        try:
+            chunk = os.read(self.out_r, 262144)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            os.close(self.out_r)
+            self.out_r = None
+            os.close(self.log)
+            return
+        self.total += len(chunk)
+        room = HEAD_KEEP - len(self.head)
+        self.head += chunk[: max(room, 0)]
+        self.tail += chunk[max(room, 0) :]
+        if len(self.tail) > 2 * TAIL_KEEP:
+            del self.tail[: len(self.tail) - TAIL_KEEP]
+        self.write_log(chunk)
+
+    def write_log(self, chunk):
+        if self.logged < LOG_LIMIT:
+            part = chunk[: LOG_LIMIT - self.logged]
+            self.logged += len(part)
+            note = b"\n[log cut: over %d bytes of output]\n" % LOG_LIMIT
+            write_all(self.log, part + (note if self.logged >= LOG_LIMIT else b""))
+
+    def read(self, since):
+        """(output from byte `since` on as far as kept, bytes not kept in between)."""
+        since = max(0, min(int(since), self.total))
+        data = bytes(self.head[since:])
+        position = max(since, len(self.head))
+        tail_start = self.total - len(self.tail)
+        skipped = max(0, tail_start - position)
+        data += bytes(self.tail[max(position, tail_start) - tail_start :])
+        return data, skipped
+
+    def ended(self, status):
+        self.exit_code, _ = decode_status(status)
+        self.running = False
+        if self.stdin_w is not None:
+            os.close(self.stdin_w)
+            self.stdin_w = None
+
+    def describe(self):
+        info = {"process_id": self.id, "command": self.command, "running": self.running}
+        info.update(exit_code=self.exit_code, started=self.started, log=self.log_path)
+        info.update(output_bytes=self.total)
+        return info
+
+
+def fork_keeper(req, stdin_r, out_w):
+    """Fork the keeper of one background command; returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 127
+    try:
+        os.setsid()
+        close_fds_except({2, stdin_r, out_w})
+        code = keep_command(req, stdin_r, out_w)
+    finally:
+        os._exit(code)
+
+
+def keep_command(req, stdin_r, out_w):
+    """The keeper: a subreaper that runs the command and, once it ends, kills what it left.
+
+    Returns the exit code (128 + signal if it was killed).
+    """
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    script_r, script_w = os.pipe()
+    env, cwd = req.get("env") or {}, req.get("cwd") or None
+    pid = spawn_shell(script_r, out_w, env, cwd, stdin=stdin_r)
+    os.close(script_r)
+    os.close(stdin_r)
+    os.close(out_w)
+    set_limits(pid, req.get("mem_mb"))
+    os.write(script_w, req["cmd"].encode("utf-8", "replace") + b"\n")
+    os.close(script_w)
+    statuses = {}
+    while pid not in statuses:
+        try:
+            child, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        statuses[child] = status
+    kill_trees(my_children(), set(), lambda: reap_all(statuses))
+    exit_code, _ = decode_status(statuses.get(pid))
+    return 255 if exit_code is None else exit_code
+
+
+def write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def reap_all(statuses):
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        statuses[pid] = status
+
+
+class JobServer:
+    """Background processes, one keeper each; a child of the runner talking to the host over
+    its own socket. When the host goes away or the runner dies, every job goes too."""
+
+    def __init__(self, conn, req, max_procs):
+        self.conn, self.inbuf = conn, bytearray()
+        self.jobs = {}
+        self.statuses = {}
+        self.parent = os.getppid()
+        self.max_running = int(req.get("max_running") or 4)
+        self.watch = Watchdog(max_procs)
+
+    def serve(self):
+        self.conn.sendall(b'{"ok": true}\n')  # the token was right
+        try:
+            while os.getppid() == self.parent:
+                pipes = [job.out_r for job in self.jobs.values() if job.out_r is not None]
+                ready = select.select([self.conn, *pipes], [], [], JOB_POLL)[0]
+                self.pump(ready)
+                if self.conn in ready and not self.answer_requests():
+                    return
+                if self.watch.check():
+                    self.stop(self.running(), 0)
+        finally:
+            self.stop(self.running(), 1.0)
+
+    def running(self):
+        return [job for job in self.jobs.values() if job.running]
+
+    def pump(self, ready=None):
+        for job in self.jobs.values():
+            if job.out_r is not None and (ready is None or job.out_r in ready):
+                job.pump()
+        reap_all(self.statuses)
+        for job in self.running():
+            if job.pid in self.statuses:
+                job.ended(self.statuses.pop(job.pid))
+
+    def answer_requests(self):
+        """Answer every complete request line; False once the host has gone."""
+        chunk = self.conn.recv(65536)
+        if not chunk:
+            return False
+        self.inbuf += chunk
+        while b"\n" in self.inbuf:
+            line, _, rest = bytes(self.inbuf).partition(b"\n")
+            self.inbuf = bytearray(rest)
+            try:
+                answer = self.answer(json.loads(line))
+            except (ValueError, KeyError, TypeError, OSError) as exc:
+                answer = {"ok": False, "error": f"bad request: {exc}"}
+            self.conn.sendall(json.dumps(answer).encode() + b"\n")
+        return True
+
+    def answer(self, req):
+        op = req.get("op")
+        if op == "start":
+            return self.start(req)
+        if op == "list":
+            return {"ok": True, "processes": [job.describe() for job in self.jobs.values()]}
+        job = self.jobs.get(req.get("id"))
+        if job is None:
+            return {"ok": False, "error": f"no process {req.get('id')!r}"}
+        if op == "output":
+            data, skipped = job.read(req.get("since") or 0)
+            text = data.decode("utf-8", "replace")
+            return dict(job.describe(), ok=True, output=text, skipped=skipped, next=job.total)
+        if op == "input":
+            return self.give_input(job, req.get("text") or "")
+        if op == "kill":
+            self.stop([job], float(req.get("grace") or 0))
+            return dict(job.describe(), ok=True)
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def start(self, req):
+        if len(self.running()) >= self.max_running:
+            return {"ok": False, "error": "limit", "limit": self.max_running}
+        job = Job(req)
+        self.jobs[job.id] = job
+        return dict(job.describe(), ok=True)
+
+    def give_input(self, job, text):
+        if job.stdin_w is None:
+            return {"ok": False, "error": "finished", "exit_code": job.exit_code}
+        data = text.encode("utf-8", "replace")
+        try:
+            written = os.write(job.stdin_w, data)
+        except BlockingIOError:
+            written = 0
+        except BrokenPipeError:
+            return {"ok": False, "error": "closed"}
+        if written < len(data):
+            return {"ok": False, "error": "full", "written": written}
+        return {"ok": True, "written": written}
+
+    def stop(self, jobs, grace):
+        """SIGTERM the jobs' processes; after `grace` seconds SIGKILL what is left."""
+        jobs = [job for job in jobs if job.running]
+        keepers = {job.pid for job in jobs}
+        for pid in subtree(process_table(), keepers) - keepers:
+            signal_quietly(pid, signal.SIGTERM)
+        give_up = time.monotonic() + grace
+        while any(job.running for job in jobs) and time.monotonic() < give_up:
+            time.sleep(0.02)
+            self.pump()
+        keep = {job.pid for job in self.running()} - keepers
+        kill_trees(keepers, keep, lambda: reap_all(self.statuses))
+        while any(job.running for job in jobs):
+            time.sleep(0.005)
+            self.pump()
+
+
+def spawn_shell(script_r, out_w, env, cwd, stdin=subprocess.DEVNULL, attempts=40):
+    """Start `bash -c '. /dev/fd/N'` in a new session (stdin: /dev/null unless given).
 
     subprocess uses vfork here (no preexec_fn), much cheaper than fork() of the server.
     A full process table (right after a fork bomb was killed, say) is waited out for a while.
@@ -371,7 +717,7 @@ def spawn_shell(script_r, out_w, env, cwd, attempts=40):
         try:
             proc = subprocess.Popen(
                 [SHELL, "-c", f". /dev/fd/{script_r}"],
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=out_w,
                 stderr=out_w,
                 cwd=cwd,
@@ -534,6 +880,40 @@ def process_table():
         if len(fields) > 2:
             table[int(name)] = (int(fields[1]), int(fields[2]))
     return table
+
+
+def kill_trees(roots, keep, reap):
+    """SIGKILL `roots`, their descendants and their process groups; returns how many.
+
+    Sweeps until nothing is left (a fork bomb forks between two looks at /proc), for at most
+    KILL_PATIENCE seconds. Orphans this process adopts meanwhile (it is a subreaper) join
+    `roots` unless they are in `keep`.
+    """
+    own, own_group = {os.getpid()}, os.getpgrp()
+    killed = set()
+    give_up = time.monotonic() + KILL_PATIENCE
+    while time.monotonic() < give_up:
+        table = process_table()
+        victims = subtree(table, roots) - own
+        if not victims:
+            break
+        for group in {table[pid][1] for pid in victims if pid in table} - {own_group}:
+            signal_quietly(-group, signal.SIGKILL)
+        for pid in victims:
+            signal_quietly(pid, signal.SIGKILL)
+        killed |= victims
+        time.sleep(0.005)
+        reap()
+        roots = roots | (my_children() - keep)
+    return len(killed)
+
+
+def signal_quietly(pid, sig):
+    """os.kill, for a process (or -group) that may be gone already."""
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
 
 
 def subtree(table, roots):

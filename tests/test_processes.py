@@ -1,0 +1,217 @@
+"""No command leaves a process behind; background processes are started, watched, fed, stopped.
+
+Every test runs on Docker and on bubblewrap (the `sandbox` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from lmagent.sandbox.base import MAX_PROCESSES, PROCESS_GRACE, ProcessError, SandboxConfig
+from lmagent.sandbox.select import open_sandbox
+
+pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
+
+COUNT_PROCESSES = "n=0; for p in /proc/[0-9]*; do n=$((n + 1)); done; echo $n"  # forks nothing
+LIST_PROCESSES = "for p in /proc/[0-9]*; do cut -d' ' -f1-4 $p/stat; done 2>/dev/null"
+FIND = "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done 2>/dev/null | grep -c '{}'"
+
+
+def count_matching(sandbox, pattern: str) -> int:
+    """How many processes in the sandbox have `pattern` in their command line."""
+    return int(sandbox.run(FIND.format(pattern) + " || true").output.split()[0])
+
+
+def process_count(sandbox) -> int:
+    return int(sandbox.run(COUNT_PROCESSES, timeout=10).output)
+
+
+def wait_until(check, seconds: float = 10.0):
+    give_up = time.monotonic() + seconds
+    while not (result := check()):
+        assert time.monotonic() < give_up, "gave up waiting"
+        time.sleep(0.05)
+    return result
+
+
+def ended_output(sandbox, process_id: str) -> dict | None:
+    """process_output of a process that has ended, else None."""
+    answer = sandbox.processes.output(process_id)
+    return None if answer["running"] else answer
+
+
+# --- no leftovers of a foreground command ------------------------------------------------------
+def test_detached_processes_go_with_their_command(sandbox):
+    command = (
+        "nohup sleep 7771 >/dev/null 2>&1 & (setsid sleep 7772 &); "
+        "(bash -c 'sleep 7773 & disown' &); setsid bash -c 'setsid sleep 7774 &'; echo ok"
+    )
+    result = sandbox.run(command)
+    assert (result.output, result.exit_code) == ("ok\n", 0)
+    assert count_matching(sandbox, "sleep 777[1-4]") == 0
+
+
+def test_timed_out_fork_bomb_is_gone_within_a_second(sandbox):
+    baseline = process_count(sandbox)
+    result = sandbox.run("b() { b | b & }; b; sleep 60", timeout=3)
+    returned = time.monotonic()
+    assert result.error and ("timed out" in result.error or "too many processes" in result.error)
+    count = process_count(sandbox)
+    assert time.monotonic() - returned < 1.0
+    assert count <= baseline, sandbox.run(LIST_PROCESSES).output
+    assert sandbox.run("echo next").output == "next\n"
+
+
+def test_fork_bomb_outliving_a_timeout_wrapper_is_gone(sandbox):
+    """The measured case: `timeout` ends the bomb's shell, the command returns, the bomb is gone."""
+    baseline = process_count(sandbox)
+    result = sandbox.run("timeout 2 bash -c ':(){ :|:& };:'; echo returned", timeout=20)
+    assert "returned" in result.output or "too many processes" in (result.error or "")
+    assert process_count(sandbox) <= baseline
+    assert sandbox.run("echo next").output == "next\n"
+
+
+def test_runner_killed_mid_command_leaves_nothing(sandbox):
+    """A command that kills the runner itself: its detached child is reaped on the next start."""
+    result = sandbox.run("(setsid sleep 7775 &); kill -9 $PPID; sleep 5", timeout=20)
+    assert result.error
+    assert sandbox.run("echo next").output == "next\n"
+    assert count_matching(sandbox, "sleep 777[5]") == 0
+
+
+# --- background processes ----------------------------------------------------------------------
+def test_dev_server_round_trip(sandbox):
+    server = sandbox.processes.start("echo serving; exec python3 -m http.server 8765")
+    assert server["running"] and server["output"] == "serving\n"
+    fetch = "python3 -c \"import urllib.request as u; print(u.urlopen('http://localhost:8765/').status)\""
+    reply = wait_until(lambda: sandbox.run(fetch).output.strip() == "200")
+    assert reply
+    seen = wait_until(lambda: sandbox.processes.output(server["process_id"], since=8)["output"])
+    assert '"GET / HTTP/1.1" 200' in seen
+    assert [p["process_id"] for p in sandbox.processes.list()] == [server["process_id"]]
+    stopped = sandbox.processes.kill(server["process_id"])
+    assert (stopped["running"], stopped["exit_code"]) == (False, 128 + signal.SIGTERM)
+    assert sandbox.run(fetch).exit_code != 0
+    log = Path(server["log"]).read_text()  # the host sees the full log
+    assert log.startswith("serving\n") and "GET /" in log
+
+
+def test_background_process_survives_foreground_commands_and_its_leftovers_go(sandbox):
+    job = sandbox.processes.start("(setsid sleep 7781 &); sleep 7782")
+    assert sandbox.run("echo foreground").output == "foreground\n"
+    assert count_matching(sandbox, "sleep 778[12]") == 2
+    sandbox.processes.kill(job["process_id"])
+    assert count_matching(sandbox, "sleep 778[12]") == 0
+
+
+def test_input_and_exit_code(sandbox):
+    job = sandbox.processes.start("read -r name; echo hello $name; exit 3")
+    sandbox.processes.write(job["process_id"], "world\n")
+    ended = wait_until(lambda: ended_output(sandbox, job["process_id"]))
+    assert (ended["output"], ended["exit_code"]) == ("hello world\n", 3)
+    with pytest.raises(ProcessError, match="has ended \\(exit code 3\\); it reads no more input"):
+        sandbox.processes.write(job["process_id"], "again\n")
+
+
+def test_unknown_process_ids_are_refused(sandbox):
+    for call in (
+        lambda: sandbox.processes.output("p999"),
+        lambda: sandbox.processes.write("p999", "x"),
+        lambda: sandbox.processes.kill("nope"),
+    ):
+        with pytest.raises(ProcessError, match="there is no background process"):
+            call()
+
+
+def test_a_process_ignoring_sigterm_is_killed_after_the_grace(sandbox):
+    job = sandbox.processes.start("trap '' TERM; echo ready; sleep 1000")
+    started = time.monotonic()
+    stopped = sandbox.processes.kill(job["process_id"])
+    took = time.monotonic() - started
+    assert (stopped["running"], stopped["exit_code"]) == (False, 128 + signal.SIGKILL)
+    assert PROCESS_GRACE <= took < PROCESS_GRACE + 2
+    assert count_matching(sandbox, "sleep 100[0]") == 0
+
+
+def test_flooding_output_is_bounded(sandbox):
+    job = sandbox.processes.start("yes flood")
+    wait_until(lambda: sandbox.processes.output(job["process_id"])["output_bytes"] > 20_000_000)
+    seen = sandbox.processes.output(job["process_id"])
+    assert seen["skipped"] > 0 and len(seen["output"]) < 60_000
+    assert seen["output"].startswith("flood\nflood\n")
+    sandbox.processes.kill(job["process_id"])
+    assert os.path.getsize(job["log"]) < 16 * 1024 * 1024 + 100
+    assert Path(job["log"]).read_text().endswith("[log cut: over 16777216 bytes of output]\n")
+
+
+def test_too_many_background_processes_is_a_clear_error(sandbox):
+    jobs = [sandbox.processes.start("sleep 1000") for _ in range(MAX_PROCESSES)]
+    listed = sandbox.processes.list()
+    assert [p["running"] for p in listed] == [True] * MAX_PROCESSES, listed
+    with pytest.raises(ProcessError, match=f"{MAX_PROCESSES} background processes are running"):
+        sandbox.processes.start("sleep 1000")
+    sandbox.processes.kill(jobs[0]["process_id"])
+    assert sandbox.processes.start("echo room")["output"] == "room\n"
+
+
+def test_background_fork_bomb_is_contained(sandbox):
+    sandbox.processes.start("b() { b | b & }; b; sleep 100")
+    assert wait_until(lambda: not any(p["running"] for p in sandbox.processes.list()), 30)
+    assert sandbox.run("echo survived").output == "survived\n"
+    assert process_count(sandbox) < 20
+
+
+AGENT = """
+import sys, time
+from pathlib import Path
+from lmagent.sandbox.base import SandboxConfig
+from lmagent.sandbox.select import open_sandbox
+sandbox = open_sandbox(SandboxConfig(workspace=Path(sys.argv[1]), backend=sys.argv[2]))
+sandbox.processes.start("(setsid sleep 7791 &); sleep 7792")
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+def host_processes(pattern: str) -> list[psutil.Process]:
+    """Processes on this machine (any sandbox's included) whose command line is `pattern`."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if re.fullmatch(pattern, " ".join(process.info["cmdline"] or [])):
+            found.append(process)
+    return found
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_agent_killed_minus_9_leaves_no_process(backend, make_sandbox, tmp_path):
+    workspace = (tmp_path / "ws").resolve()
+    workspace.mkdir()
+    make_sandbox(backend, workspace=workspace).close()  # skips without the engine
+    agent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(AGENT), str(workspace), backend],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stdout.readline() == "started\n"
+        wait_until(lambda: len(host_processes("sleep 779[12]")) == 2)
+    finally:
+        agent.send_signal(signal.SIGKILL)
+        agent.wait()
+        agent.stdout.close()
+    wait_until(lambda: not host_processes("sleep 779[12]"), 5)
+    fresh = open_sandbox(SandboxConfig(workspace=workspace, backend=backend))
+    try:
+        assert fresh.run("echo next").output == "next\n"
+    finally:
+        fresh.close()
