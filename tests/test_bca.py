@@ -95,10 +95,10 @@ class Agents:
         assert {k: list(v) for k, v in self.scripts.items() if v} == {}
 
 
-def run_parent(config, task, *, gate=None, stop=None, settings=None):
+def run_parent(config, task, *, gate=None, stop=None):
     events: list[dict] = []
     services = Services(config)
-    toolset = agent_toolset(config, services, settings=settings)
+    toolset = agent_toolset(config, services)
     result = run_agent(
         config,
         task,
@@ -314,8 +314,8 @@ def test_iteration_and_time_budgets_end_a_child_with_the_reason(config, llm, wor
         text("Both failed.\nTASK_COMPLETE"),
     )
     started = time.monotonic()
-    settings = BcaSettings(max_iterations=2, time_budget=1.0)
-    result, _ = run_parent(config, "Make a greeting file", settings=settings)
+    budgets = config.with_changes(sub_agent_max_iterations=2, sub_agent_time_budget=1.0)
+    result, _ = run_parent(budgets, "Make a greeting file")
     llm.assert_all_used()
     first, second = tool_results(llm, "delegate")
 
@@ -823,7 +823,7 @@ def test_cleanup_removes_only_old_finished_agent_dirs(config, workspace):
         if when:
             for path in (agents_dir / name).iterdir():
                 os.utime(path, (when, when))
-    agent_toolset(config, Services(config), settings=BcaSettings(retention_days=7))
+    agent_toolset(config.with_changes(agent_dir_retention_days=7), Services(config))
     assert sorted(p.name for p in agents_dir.iterdir()) == ["new-done", "old-running"]
     agent_toolset(config, Services(config))  # the default keeps everything
     assert sorted(p.name for p in agents_dir.iterdir()) == ["new-done", "old-running"]

@@ -49,25 +49,21 @@ from lmagent.tools.registry import ToolContext, Toolset
 
 @dataclass(frozen=True)
 class BcaSettings:
-    """How sub-agents run. `from_config` reads them from Config; tests pass their own."""
+    """How sub-agents run: the SUB_AGENT_* settings of the one Config."""
 
-    concurrency: int = 2  # sub-agents working at once, all depths together
-    max_iterations: int = 50  # loop iterations per sub-agent
-    time_budget: float = 3600.0  # wall-clock seconds per sub-agent
-    retention_days: float = 0.0  # delete finished agent dirs older than this; 0 keeps them
+    concurrency: int  # sub-agents working at once, all depths together
+    max_iterations: int  # loop iterations per sub-agent
+    time_budget: float  # wall-clock seconds per sub-agent
+    retention_days: float  # delete finished agent dirs older than this; 0 keeps them
     dependency_budget: int = 12_000  # characters of dependency results in one brief
 
     @classmethod
     def from_config(cls, config: Config) -> BcaSettings:
-        defaults = cls()
         return cls(
             concurrency=config.sub_agent_concurrency,
-            max_iterations=min(
-                getattr(config, "sub_agent_max_iterations", defaults.max_iterations),
-                config.max_iterations,
-            ),
-            time_budget=getattr(config, "sub_agent_time_budget", defaults.time_budget),
-            retention_days=getattr(config, "agent_dir_retention_days", defaults.retention_days),
+            max_iterations=min(config.sub_agent_max_iterations, config.max_iterations),
+            time_budget=config.sub_agent_time_budget,
+            retention_days=config.agent_dir_retention_days,
         )
 
 

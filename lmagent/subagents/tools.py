@@ -47,13 +47,12 @@ def agent_toolset(
     services: Services,
     depth: int = 0,
     is_child: bool = False,
-    settings: BcaSettings | None = None,
     context_length: int | None = None,
 ) -> Toolset:
     """The tools of an agent at `depth`: the built-in ones, MCP tools, delegate/decompose while
     depth < AGENT_MAX_DEPTH (and sub-agents are enabled), report_result for children.
     `context_length` (the model's loaded window) is passed on to the children's loops."""
-    settings = settings or BcaSettings.from_config(config)
+    settings = BcaSettings.from_config(config)
     if depth == 0 and settings.retention_days > 0:
         cleanup_agent_dirs(Workspace(config.workspace), settings.retention_days)
     team = SubAgents(config, services, settings, context_length=context_length)
