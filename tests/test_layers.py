@@ -8,6 +8,7 @@ only "lazy" is still a circle a reader has to untangle.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,15 @@ def test_architecture_doc_shows_every_part_and_module():
         else:
             assert f"{parts[0]}/" in tree, f"{parts[0]}/ missing from the tree"
             assert f"{parts[-1]}.py" in tree or parts[-1] == "__init__", f"{name} missing"
+
+
+@pytest.mark.parametrize("facade", ["agent_core", "agent_tools", "agent_llm", "agent_bca"])
+def test_root_facades_import_and_name_real_paths(facade):
+    """The card's module names stay as facades: they import, and every lmagent/ path their
+    docstring names exists."""
+    module = __import__(facade)
+    named = re.findall(r"lmagent/[\w/]+(?:\.py)?", module.__doc__)
+    assert named, f"{facade} names no place in the package"
+    missing = [path for path in named if not (ROOT / path).exists()]
+    assert not missing, f"{facade} names paths that do not exist: {missing}"
+    assert all(hasattr(module, name) for name in module.__all__)
