@@ -71,6 +71,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--scheduler-status", action="store_true", help="queue and recent runs")
     parser.add_argument("--max-concurrent", type=int, metavar="N", help="scheduler tasks at once")
+    parser.add_argument(
+        "--checkpoints", nargs="?", const="", metavar="SESSION_ID",
+        help="list a session's changing steps (default: the newest session)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--undo", nargs="?", const="", metavar="SESSION_ID",
+        help="restore the files to before the session's last changing step",
+    )  # fmt: skip
+    parser.add_argument(
+        "--restore", nargs=2, metavar=("SESSION_ID", "STEP"),
+        help="restore the files to before that step of the session",
+    )  # fmt: skip
+    parser.add_argument(
+        "--force", action="store_true", help="restore even over files edited since the last step"
+    )
+    parser.add_argument(
+        "--queue",
+        metavar="URL",
+        help="the scheduler's distributed queue, redis://host:port/db (default: SCHEDULER_QUEUE, "
+        "blank = the directory inbox)",
+    )
     return parser
 
 
@@ -110,6 +131,8 @@ def load_config(args: argparse.Namespace, first_run: dict | None = None):
             flags["llm_url"] = parse_setting("llm_url", "--url", args.url)
         if args.model is not None:
             flags["llm_model"] = parse_setting("llm_model", "--model", args.model)
+        if args.queue is not None:
+            flags["scheduler_queue"] = parse_setting("scheduler_queue", "--queue", args.queue)
         overrides = {**(first_run or {}), **{k: v for k, v in flags.items() if v is not None}}
         return Config.load(overrides=overrides)
     except ConfigError as exc:
@@ -164,7 +187,7 @@ def dispatch(args: argparse.Namespace, config) -> int:
 def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
     """Auto mode with the process backend (the scheduler's tasks run in auto mode) runs every
     command unisolated on the host: only when the user confirmed it."""
-    if args.list_sessions or args.submit is not None or args.scheduler_status:
+    if args.list_sessions or args.submit is not None or args.scheduler_status or undoing(args):
         return  # these run nothing
     from lmagent.runtime import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
 
@@ -178,12 +201,12 @@ def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
 
 def with_embedded_model(args: argparse.Namespace, config) -> int:
     """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
-    import lmagent.llm.embedded as embedded_llm
+    from lmagent.llm.embedded import EmbeddedError, EmbeddedServer, resolve_model
 
     try:
-        server = embedded_llm.EmbeddedServer(embedded_llm.resolve_model(config.embedded_model))
+        server = EmbeddedServer(resolve_model(config.embedded_model))
         server.start(progress=lambda text: print(f"· {text}", file=sys.stderr, flush=True))
-    except embedded_llm.EmbeddedError as exc:
+    except EmbeddedError as exc:
         raise CliError(str(exc)) from None
     try:
         # a small model can ramble until its context is full: cap each reply unless told otherwise
@@ -193,16 +216,41 @@ def with_embedded_model(args: argparse.Namespace, config) -> int:
         server.stop()
 
 
+def undoing(args: argparse.Namespace) -> bool:
+    return args.checkpoints is not None or args.undo is not None or args.restore is not None
+
+
+def review_and_undo(args: argparse.Namespace, config) -> int:
+    """--checkpoints, --undo and --restore: list or restore, then exit."""
+    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+
+    try:
+        if args.checkpoints is not None:
+            print("\n".join(checkpoint_lines(config.workspace, args.checkpoints, args.json)))
+        elif args.undo is not None:
+            print(restore(config.workspace, args.undo, None, args.force))
+        else:
+            session_id, step = args.restore
+            if not step.isdigit():
+                raise CliError(f"--restore: STEP must be a step number, not {step!r}")
+            print(restore(config.workspace, session_id, int(step), args.force))
+    except RestoreFailed as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
 def run_front_end(args: argparse.Namespace, config) -> int:
-    import lmagent.cli.terminal as agent_cli
+    from lmagent.cli.terminal import Repl, list_sessions, one_shot
 
     if args.list_sessions:
-        return agent_cli.list_sessions(config, as_json=args.json)
+        return list_sessions(config, as_json=args.json)
+    if undoing(args):
+        return review_and_undo(args, config)
     if args.scheduler or args.submit is not None or args.scheduler_status:
         from lmagent.cli.scheduler import cli as scheduler_cli
 
         return scheduler_cli(config, args)
     task = " ".join(args.task).strip()
     if task or args.resume:
-        return agent_cli.one_shot(config, task, args)
-    return agent_cli.Repl(config, args).loop()
+        return one_shot(config, task, args)
+    return Repl(config, args).loop()

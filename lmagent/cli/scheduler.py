@@ -24,6 +24,8 @@ from lmagent.scheduler.service import status, status_lines
 
 def cli(config: Config, args) -> int:
     """`--submit`, `--scheduler-status` and `--scheduler` for agent_main.py."""
+    if config.scheduler_queue:
+        return queue_cli(config, args)
     if args.submit is not None:
         try:
             data = _cli_task(args)
@@ -47,6 +49,36 @@ def cli(config: Config, args) -> int:
             print("\n".join(status_lines(config)))
         return 0
     return run_daemon(config, args)
+
+
+def queue_cli(config: Config, args) -> int:
+    """The same three on the distributed queue (SCHEDULER_QUEUE / --queue)."""
+    from lmagent.scheduler import redis_queue
+
+    try:
+        if args.submit is not None:
+            print(redis_queue.submit(config, _cli_task(args)))  # the task id
+            return 0
+        if args.scheduler_status:
+            if args.json:
+                print(json.dumps(redis_queue.status(config), ensure_ascii=False))
+            else:
+                print("\n".join(redis_queue.status_lines(config)))
+            return 0
+        return run_queue_worker(config, args)
+    except (ValueError, redis_queue.QueueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def run_queue_worker(config: Config, args) -> int:
+    """A worker of the queue in the foreground; SIGINT/SIGTERM stop it once its task is
+    interrupted (the task is taken up again by a worker, resuming its session)."""
+    from lmagent.scheduler.redis_worker import run_worker
+
+    io = TerminalIO(as_json=bool(getattr(args, "json", False)))
+    run_worker(config, io.line, StopToken())
+    return 0
 
 
 def who_runs_it(config: Config) -> str:

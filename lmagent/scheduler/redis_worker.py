@@ -1,0 +1,309 @@
+"""A worker of the distributed queue: an RQ `SimpleWorker` that runs each task in this process
+with the shared loop (`run_agent`, one `Runtime` per workspace), one task at a time. Start
+several per machine and on several machines.
+
+What keeps a task to one run at a time, across machines with clocks of their own:
+- two leases in Redis (locks whose expiry is Redis's own clock): the task's, and its
+  workspace's when it is a shared path. A heartbeat thread renews them, and RQ's execution
+  heartbeat, every third of SCHEDULER_LEASE. A worker that finds either held leaves the task.
+- the task's session id is stored on the job before the session is made, and its outcome
+  before RQ is told, so a task taken again (its worker died: RQ's started-job registry returns
+  it once the heartbeat stops) resumes its transcript, and a finished one is not run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from rq import SimpleWorker
+from rq.job import JobStatus
+from rq.serializers import JSONSerializer
+
+from lmagent.core.config import Config
+from lmagent.core.files import read_json
+from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
+from lmagent.core.stop import StopToken
+from lmagent.loop.permissions import PermissionGate
+from lmagent.scheduler.redis_queue import (
+    MAX_TRIES,
+    QueueError,
+    connect,
+    enqueue,
+    queue_time,
+    record_outcome,
+    rq_queue,
+)
+from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore, new_session_id
+from lmagent.sessions.waiting import parse_time
+
+LOCK_PREFIX = "lmagent:lease:"
+BUSY_WAIT = 2.0  # seconds to wait for a busy workspace before leaving the task for later
+GIVE_BACK_DELAY = 1  # seconds before a task left by a worker is offered again
+KILLED = "the worker running it stopped before it finished"
+ACTIVE: AgentWorker | None = None  # the worker of this process: RQ calls run_task in it
+
+
+class Refused(Exception):
+    """This worker cannot run the task now; the message says why (it is left for another)."""
+
+    def __init__(self, reason: str, counts: bool = True):
+        super().__init__(reason)
+        self.counts = counts  # False: only busy, not a fault of this worker
+
+
+def run_task(payload: dict) -> dict:
+    """The job function RQ calls (by name) for every task."""
+    if ACTIVE is None:
+        raise RuntimeError("run_task runs only inside an lmagent queue worker")
+    return ACTIVE.run_current(payload)
+
+
+class AgentWorker(SimpleWorker):
+    def __init__(self, config: Config, connection, log: Callable[[str], None], stop: StopToken):
+        lease = config.scheduler_lease
+        super().__init__(
+            [rq_queue(connection)],
+            connection=connection,
+            serializer=JSONSerializer,
+            name=f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() % 10**6}",
+            worker_ttl=15 + max(1, lease // 2),  # RQ waits this minus 15 s for a job at a time
+            maintenance_interval=max(1, lease // 2),
+            job_monitoring_interval=max(1, lease // 3),
+        )
+        self.config = config
+        self.lease = lease
+        self.say = log
+        self.runtimes: dict[Path, object] = {}
+        self.current: tuple | None = None  # (job, workspace, its run's stop token, ended)
+        self.stop_token = stop
+
+    # ------------------------------------------------------------------ RQ hooks
+
+    def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
+        return self.lease
+
+    def execute_job(self, job, queue) -> None:
+        """Take the task's leases and workspace, run it with heartbeats, or leave it."""
+        payload = job.kwargs["payload"]
+        try:
+            workspace = self.workspace_for(job.id, payload["workspace"])
+            leases = self.take_leases(job.id, payload["workspace"])
+        except Refused as exc:
+            self.give_back(job, queue, exc)
+            return
+        execution = self.prepare_execution(job)
+        self.current = (job, workspace, StopToken(self.stop_token), threading.Event())
+        beat = threading.Thread(target=self.keep_alive, args=(job, execution, leases), daemon=True)
+        beat.start()
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            self.current[3].set()
+            beat.join()
+            self.current = None
+            for lease in leases:
+                with contextlib.suppress(Exception):
+                    lease.release()
+
+    def request_stop(self, signum=None, frame=None):
+        """SIGINT/SIGTERM: the running task is interrupted (and taken up again later)."""
+        self.stop_token.stop("the worker is shutting down")
+        super().request_stop(signum, frame)
+
+    # ------------------------------------------------------------------ leases
+
+    def take_leases(self, task_id: str, where: dict) -> list:
+        names = [f"task:{task_id}"]
+        if "path" in where:
+            names.append(f"workspace:{where['path']}")
+        taken = []
+        for name in names:
+            lease = self.connection.lock(LOCK_PREFIX + name, timeout=self.lease, thread_local=False)
+            if not lease.acquire(blocking=True, blocking_timeout=BUSY_WAIT):
+                for held in taken:
+                    held.release()
+                raise Refused(f"{name.split(':', 1)[0]} in use by another run", counts=False)
+            taken.append(lease)
+        return taken
+
+    def keep_alive(self, job, execution, leases: list) -> None:
+        """Renew RQ's heartbeat and the leases until the run ends; a lost lease stops it."""
+        _, _, run_stop, done = self.current
+        while not done.wait(max(0.3, self.lease / 3)):
+            try:
+                self.maintain_heartbeats(job, execution)
+                for lease in leases:
+                    lease.reacquire()
+            except Exception as exc:  # Redis restarting: try again next beat
+                if type(exc).__name__ == "LockNotOwnedError":
+                    run_stop.stop(f"lost the lease of task {job.id}")
+                self.say(f"worker: heartbeat failed: {type(exc).__name__}: {exc}")
+
+    def give_back(self, job, queue, refused: Refused) -> None:
+        """Return a task this worker cannot run to the queue (after GIVE_BACK_DELAY), noting
+        why; failed once MAX_TRIES workers could not reach its workspace."""
+        reasons = job.meta.setdefault("refused", [])
+        if refused.counts:
+            reasons.append(f"{self.name}: {refused}")
+        self.say(f"worker: left {job.id} for another worker: {refused}")
+        with self.connection.pipeline() as pipeline:
+            pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+            job.save_meta()
+            if len(reasons) >= MAX_TRIES:
+                error = "no worker could reach its workspace: " + "; ".join(reasons)
+                queue.failed_job_registry.add(job, exc_string=error, pipeline=pipeline)
+                job.set_status(JobStatus.FAILED, pipeline=pipeline)
+            else:
+                when = queue_time(self.connection) + timedelta(seconds=GIVE_BACK_DELAY)
+                queue.schedule_job(job, when, pipeline=pipeline)
+            pipeline.execute()
+
+    # ------------------------------------------------------------------ workspaces
+
+    def workspace_for(self, task_id: str, where: dict) -> Path:
+        """The directory the task runs in here; Refused when this worker cannot reach it."""
+        if "path" in where:
+            path = Path(where["path"])
+            if not path.is_dir():
+                raise Refused(f"workspace {path} is not a directory on this worker")
+            return path
+        from lmagent.scheduler.git_workspace import GitError, check_out
+
+        try:
+            return check_out(self.config.workspace, task_id, where["git"], where["branch"])
+        except GitError as exc:
+            raise Refused(str(exc)) from None
+
+    def runtime_for(self, config: Config):
+        if config.workspace not in self.runtimes:
+            from lmagent.runtime import Runtime
+
+            self.runtimes[config.workspace] = Runtime(config).start()
+        return self.runtimes[config.workspace]
+
+    def close(self) -> None:
+        for runtime in self.runtimes.values():
+            with contextlib.suppress(Exception):
+                runtime.close()
+
+    # ------------------------------------------------------------------ one task
+
+    def run_current(self, payload: dict) -> dict:
+        job, workspace, _, _ = self.current
+        if isinstance(job.meta.get("outcome"), dict):
+            return job.meta["outcome"]  # finished before its worker could tell RQ
+        config = self.config.with_changes(workspace=workspace)
+        outcome = self.run_session(job, payload, config)
+        if "git" in payload["workspace"] and outcome["status"] != STATUS_INTERRUPTED:
+            from lmagent.scheduler.git_workspace import push_result
+
+            outcome["branch"] = push_result(workspace, job.id)
+        if outcome["status"] == STATUS_INTERRUPTED:
+            raise RuntimeError(f"interrupted: {outcome['error']}")  # RQ retries it
+        job.meta["outcome"] = outcome
+        job.save_meta()
+        record_outcome(self.connection, outcome)
+        self.say(f"worker: {outcome['status']} {job.id} (session {outcome['session_id']})")
+        return outcome
+
+    def run_session(self, job, payload: dict, config: Config) -> dict:
+        from lmagent.loop.run import run_agent
+
+        store = SessionStore(config.workspace)
+        outcome = {"task_id": job.id, "worker": self.name, "workspace": str(config.workspace)}
+        if payload.get("wake") and not still_waiting(store, payload):
+            return {**outcome, "status": "skipped", "session_id": payload["session_id"]}
+        task, session_id, session = payload.get("task"), job.meta.get("session_id"), None
+        if session_id:  # an earlier try started: resume its transcript
+            task = None
+            resume_after_kill(store, session_id)
+        else:  # named on the job before the session is made: a retry resumes, not redoes
+            session_id = payload.get("session_id") or new_session_id()
+            job.meta["session_id"] = session_id
+            job.save_meta()
+        if not session_exists(store, session_id):
+            if payload.get("session_id"):
+                error = f"no session {session_id} in {config.workspace} (see --list-sessions)"
+                return {**outcome, "status": STATUS_ERROR, "session_id": None, "error": error}
+            task = task or payload.get("task")
+            session = store.create(
+                task, source="scheduler", mode=payload["mode"], session_id=session_id
+            )
+        result = run_agent(
+            config,
+            task,
+            session_id=None if session else session_id,
+            session=session,
+            gate=PermissionGate(payload["mode"]),
+            stop=self.current[2],
+            source="scheduler",
+            **self.runtime_for(config).run_options(),
+        )
+        if result.status == STATUS_WAITING and result.wait_until:
+            self.queue_wake(payload, result.session_id, result.wait_until)
+        error = result.message if result.status in (STATUS_ERROR, STATUS_INTERRUPTED) else None
+        return {
+            **outcome,
+            "status": result.status,
+            "session_id": result.session_id,
+            "iterations": result.iterations,
+            "tokens": result.tokens,
+            "error": error,
+        }
+
+    def queue_wake(self, payload: dict, session_id: str, wait_until: str) -> None:
+        """The session asked to be woken: a scheduled task any free worker takes then."""
+        wake = {**payload, "task": None, "session_id": session_id, "wake": wait_until}
+        enqueue(rq_queue(self.connection), wake, parse_time(wait_until))
+
+
+def still_waiting(store: SessionStore, payload: dict) -> bool:
+    meta = read_json(store.directory / f"{payload['session_id']}.meta.json", {})
+    if not isinstance(meta, dict) or meta.get("status") != STATUS_WAITING:
+        return False
+    try:
+        return parse_time(meta["wait_until"]) == parse_time(payload["wake"])
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def session_exists(store: SessionStore, session_id: str) -> bool:
+    try:
+        store.resolve(session_id)
+    except SessionNotFound:
+        return False
+    return True
+
+
+def resume_after_kill(store: SessionStore, session_id: str) -> None:
+    """A session its killed worker left `running` is marked interrupted, so it resumes."""
+    with contextlib.suppress(SessionBusy, SessionNotFound, KeyError, RuntimeError, OSError):
+        store.mark_ended(session_id, STATUS_INTERRUPTED, KILLED)
+
+
+# --------------------------------------------------------------------------- the process
+
+
+def run_worker(config: Config, log: Callable[[str], None], stop: StopToken) -> None:
+    """Work until `stop`: a worker that quits on a lost connection is started again."""
+    global ACTIVE
+    connection = connect(config.scheduler_queue)
+    while not stop.stopped:
+        worker = AgentWorker(config, connection, log, stop)
+        ACTIVE = worker
+        log(f"worker {worker.name}: taking tasks from {config.scheduler_queue}")
+        try:
+            worker.work(with_scheduler=True, logging_level="WARNING")
+        except QueueError as exc:
+            log(f"worker: {exc}")
+        finally:
+            worker.close()
+        if not stop.stopped:
+            stop.wait(1.0)  # Redis went away: try again

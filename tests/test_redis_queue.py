@@ -1,0 +1,218 @@
+"""The scheduler on the distributed queue (SCHEDULER_QUEUE=redis://…): a real redis-server on a
+free port, workers started as `agent_main.py --scheduler --queue URL` processes (each with its
+own workspace root, standing in for machines), and the scripted LLM server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from lmagent.core.status import STATUS_COMPLETED
+from tests.conftest import ROOT, free_port, make_config, need
+from tests.scripted_llm import ScriptedLLM, text
+
+rq = pytest.importorskip("rq") if not os.environ.get("CI") else __import__("rq")
+from lmagent.scheduler import redis_queue  # noqa: E402
+
+DONE = text("done\nTASK_COMPLETE")
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+class RedisServer:
+    """redis-server on a free port, append-only file fsynced always, in a temporary folder."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> RedisServer:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
+             str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
+             "--save", "", "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        wait_for(self._answers, 10, "redis-server to answer")
+        return self
+
+    def _answers(self) -> bool:
+        with contextlib.suppress(redis_queue.QueueError):
+            redis_queue.connect(self.url)
+            return True
+        return False
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    need(shutil.which("redis-server") is not None, "redis-server is not installed")
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def workers(tmp_path, redis_server):
+    """Start queue workers (`start(llm, name)`); each is killed with its process group."""
+    started: list[subprocess.Popen] = []
+
+    def start(llm: ScriptedLLM, name: str, lease: int = 2) -> subprocess.Popen:
+        root = tmp_path / f"machine-{name}"
+        root.mkdir(exist_ok=True)
+        env = dict(
+            os.environ,
+            WORKSPACE=str(root),
+            LLM_URL=llm.url,
+            LLM_RETRY_DELAY="0.01",
+            SCHEDULER_LEASE=str(lease),
+            ENABLE_MCP="false",
+        )
+        log = open(tmp_path / f"worker-{name}.log", "wb")  # noqa: SIM115
+        process = subprocess.Popen(
+            [sys.executable, str(ROOT / "agent_main.py"), "--scheduler", "--queue",
+             redis_server.url],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        process.log = log
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.log.close()
+
+
+def queue_config(workspace: Path, url: str):
+    return make_config(workspace).with_changes(scheduler_queue=url)
+
+
+def submit_many(url: str, workspace: str, count: int) -> list[str]:
+    """Run in another process: submit `count` tasks on `workspace`, return their ids."""
+    config = queue_config(Path(workspace), url)
+    return [redis_queue.submit(config, {"task": f"task {i}"}) for i in range(count)]
+
+
+def outcomes(url: str) -> list[dict]:
+    return redis_queue.read_history(redis_queue.connect(url))
+
+
+def cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "agent_main.py"), *args],
+        env=dict(os.environ, **env), cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- the drain
+
+
+def test_200_tasks_from_4_processes_run_once_each_on_3_workers(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([DONE] * 200).start()
+    try:
+        workspaces = [tmp_path / f"shared-{i}" for i in range(4)]
+        for workspace in workspaces:
+            workspace.mkdir()
+        with ProcessPoolExecutor(4) as pool:
+            batches = pool.map(submit_many, [redis_server.url] * 4, map(str, workspaces), [50] * 4)
+            submitted = [task_id for batch in batches for task_id in batch]
+        for name in "abc":
+            workers(llm, name)
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 200, 90, "200 outcomes")
+        records = outcomes(redis_server.url)
+        assert Counter(r["task_id"] for r in records) == Counter(submitted)  # 0 lost, 0 twice
+        assert {r["status"] for r in records} == {STATUS_COMPLETED}
+        assert len({r["worker"] for r in records}) == 3
+        assert len(llm.requests) == 200
+    finally:
+        llm.stop()
+
+
+def test_a_worker_killed_mid_task_has_it_finished_once_by_another(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([text("working on it", delay=30), DONE]).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        task_id = redis_queue.submit(queue_config(workspace, redis_server.url), {"task": "long"})
+        first = workers(llm, "first")
+        llm.wait_for_requests(1, timeout=30)
+        os.killpg(first.pid, signal.SIGKILL)
+        workers(llm, "second")
+        wait_for(lambda: outcomes(redis_server.url), 30, "the task to finish elsewhere")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        assert str(first.pid) not in record["worker"]
+        assert len(llm.requests) == 2  # the killed turn, then the finish on the second worker
+        # the second worker resumed the first one's session: one session, the task once in it
+        sessions = list((workspace / ".lmagent" / "sessions").glob("*.meta.json"))
+        assert len(sessions) == 1 and record["session_id"] in sessions[0].name
+    finally:
+        llm.stop()
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_an_unreachable_queue_is_one_line_and_exit_1(tmp_path):
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    for args in (("--submit", "hello"), ("--scheduler-status",), ("--scheduler",)):
+        done = cli(*args, "--queue", url, WORKSPACE=str(tmp_path))
+        assert done.returncode == 1
+        assert done.stderr.strip().count("\n") == 0
+        assert f"cannot reach the queue at {url}" in done.stderr
+
+
+def test_a_wrong_queue_url_names_the_setting(tmp_path):
+    done = cli("--submit", "hello", "--queue", "http://localhost:6379", WORKSPACE=str(tmp_path))
+    assert done.returncode == 1
+    assert "--queue='http://localhost:6379' is not valid" in done.stderr
+
+
+def test_a_workspace_missing_on_every_worker_fails_with_each_reason(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([]).start()
+    try:
+        missing = tmp_path / "nowhere"
+        config = queue_config(tmp_path, redis_server.url)
+        task_id = redis_queue.submit(config, {"task": "x", "workspace": str(missing)})
+        workers(llm, "a")
+        workers(llm, "b")
+        info = wait_for(
+            lambda: (s := redis_queue.status(config))["failed"] and s, 40, "the task to fail"
+        )
+        assert info["failed"] == [task_id]
+        job = redis_queue.rq_queue(redis_queue.connect(redis_server.url)).fetch_job(task_id)
+        assert f"workspace {missing} is not a directory on this worker" in job.meta["refused"][0]
+        assert len(job.meta["refused"]) == redis_queue.MAX_TRIES
+        assert llm.requests == []
+    finally:
+        llm.stop()
