@@ -11,7 +11,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import lmagent.scheduler.service as agent_scheduler
+from lmagent.cli.display import result_lines
+from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
@@ -19,6 +20,8 @@ from lmagent.llm.client import unreachable_message
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.run import RunResult, run_agent
 from lmagent.runtime import shared_runtime
+from lmagent.scheduler.inbox import SchedulerLocked
+from lmagent.scheduler.service import BackgroundScheduler, start_background, status_lines
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
 
 EXIT_CODES = {
@@ -144,6 +147,8 @@ class TerminalIO:
         else:
             error = one_line(result.get("error", ""))
             self.line(f"{self._prefix(event)}  ✗ {event['name']}: {error}"[:400], "red")
+        for text, colour in result_lines(event):
+            self.line(f"{self._prefix(event)}{text}", colour)
 
     def on_status(self, event: dict) -> None:
         self.line(f"{self._prefix(event)}· {event['message']}", "yellow")
@@ -356,7 +361,7 @@ class Repl:
         self.owned = contextlib.ExitStack()  # the runtime, when the REPL started it
         self.stop: StopToken | None = None
         self.running = False  # a task of the REPL's own is running (the scheduler waits)
-        self.scheduler: agent_scheduler.BackgroundScheduler | None = None
+        self.scheduler: BackgroundScheduler | None = None
 
     def loop(self) -> int:
         Workspace(self.config.workspace).ensure()
@@ -392,10 +397,10 @@ class Repl:
             self.io.line(f"  scheduler: not started here: {refusal}", "yellow")
             return
         try:
-            self.scheduler = agent_scheduler.start_background(
+            self.scheduler = start_background(
                 self.config, self.scheduled_sink, runtime=self.runtime, busy=lambda: self.running
             )
-        except agent_scheduler.SchedulerLocked:
+        except SchedulerLocked:
             self.io.line("  scheduler: already running for this workspace elsewhere", "dim")
             return
         except OSError as exc:  # e.g. a read-only workspace: the REPL still works
@@ -523,6 +528,24 @@ class Repl:
         self.plan_next = True
         self.io.line("the next task starts with a plan for your approval")
 
+    def cmd_checkpoints(self, arg: str) -> None:
+        """List the changing steps of this session (or of /checkpoints SESSION_ID)."""
+        try:
+            for line in checkpoint_lines(self.config.workspace, arg or self.session_id):
+                self.io.line(line)
+        except RestoreFailed as exc:
+            self.io.line(str(exc), "red")
+
+    def cmd_undo(self, arg: str) -> None:
+        """Restore the files to before this session's last changing step (/undo force)."""
+        if arg not in ("", "force"):
+            self.io.line("usage: /undo, or /undo force to overwrite files edited since", "red")
+            return
+        try:
+            self.io.line(restore(self.config.workspace, self.session_id, None, arg == "force"))
+        except RestoreFailed as exc:
+            self.io.line(str(exc).replace("--force", "/undo force"), "red")
+
     def cmd_todo(self, arg: str) -> None:
         """Show the todos and plan of the current session."""
         session = self._current()
@@ -542,7 +565,7 @@ class Repl:
         meta = session.meta if session is not None else None
         for line in self.runtime.status_lines(meta, self.mode):
             self.io.line(line)
-        for line in agent_scheduler.status_lines(self.config, recent=5):
+        for line in status_lines(self.config, recent=5):
             self.io.line(line)
 
     def cmd_soul(self, arg: str) -> None:

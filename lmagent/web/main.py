@@ -87,7 +87,8 @@ def _host_scheduler(config: Config, runtime, app: Flask):
 
     Scheduled runs are sessions of their own (listed with the others); they never stream into
     the browser's chat, and no task is claimed while a browser run is active."""
-    import lmagent.scheduler.service as agent_scheduler
+    from lmagent.scheduler.inbox import SchedulerLocked
+    from lmagent.scheduler.service import start_background
 
     runs = app.extensions["lmagent"].runs
     refusal = unsandboxed_auto_refusal(config, "auto", SCHEDULER_RUNS_AUTO)
@@ -95,10 +96,8 @@ def _host_scheduler(config: Config, runtime, app: Flask):
         print(f"scheduler: not started here: {refusal}", flush=True)
         return None
     try:
-        return agent_scheduler.start_background(
-            config, runtime=runtime, busy=lambda: runs.active is not None
-        )
-    except agent_scheduler.SchedulerLocked as exc:
+        return start_background(config, runtime=runtime, busy=lambda: runs.active is not None)
+    except SchedulerLocked as exc:
         print(f"scheduler: {exc}; scheduled tasks run there", flush=True)
         return None
 
