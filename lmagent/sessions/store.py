@@ -709,6 +709,28 @@ class SessionStore:
                 ended.append(session_id)
         return ended
 
+    def rename(self, session_id: str, title: str) -> dict:
+        """Give a session a title of the user's (shown instead of its task); its metadata.
+        Raises SessionBusy while a run holds it, SessionNotFound when there is none."""
+        path = self._find_meta(session_id)
+        session_id = path.name.removesuffix(".meta.json")
+        with self.lock(session_id, wait=0):
+            meta, _ = load_meta(path, session_id)
+            meta["title"] = title
+            write_status(path, meta)
+        return meta
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session's files (never while a run holds it: SessionBusy)."""
+        path = self._find_meta(session_id)
+        session_id = path.name.removesuffix(".meta.json")
+        with self.lock(session_id, wait=0):
+            path.unlink()  # first: from here on the session is not listed
+            for entry in _listdir(self.directory):
+                if entry.name.startswith(f"{session_id}.") and entry.suffix != ".lock":
+                    entry.unlink(missing_ok=True)
+        self._lock_path(session_id).unlink(missing_ok=True)
+
     def mark_ended(self, session_id: str, status: str, reason: str) -> None:
         """Record how a session that no run holds ended, when it still says `running` (a killed
         run never wrote its ending). Raises SessionBusy when a run holds it, SessionNotFound

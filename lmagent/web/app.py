@@ -9,22 +9,29 @@ browser), server.py (the threaded server and its connection limits).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from flask import Flask, Response, jsonify, render_template, request, send_file
 
 from lmagent.core.config import VERSION, Config
 from lmagent.core.workspace import Workspace
 from lmagent.runtime import unisolated_warning, unsandboxed_auto_refusal
-from lmagent.sessions.store import SessionStore
+from lmagent.sandbox.base import SandboxConfig
+from lmagent.sandbox.select import sandbox_summary
+from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
 from lmagent.web.auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, new_pin
 from lmagent.web.events import EventHub, stream
 from lmagent.web.files import FileProblem, describe_file, list_directory, raw_file, save_upload
+from lmagent.web.health import ServerHealth
 from lmagent.web.runs import Busy, RunManager
 from lmagent.web.server import MAX_STREAMS
 
 ROOT = Path(__file__).resolve().parent
 PUBLIC_ENDPOINTS = ("static", "login", "index")
+NO_VISION = (
+    "no vision model is loaded, so the agent cannot look at this image (it can still use the "
+    "file); load a vision-capable model in your server, or set VISION_ENABLED=true if yours is one"
+)
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
 DEFAULTS = {
     "PIN": "",
@@ -78,6 +85,7 @@ def create_app(config: Config, test_config: dict | None = None, *, runtime=None)
     _install_pages(app, state)
     _install_api(app, state)
     _install_files(app, state)
+    _install_everyday(app, state, ServerHealth(config))
     return app
 
 
@@ -181,7 +189,8 @@ def _install_pages(app: Flask, state: WebState) -> None:
 
     @app.post("/api/logout")
     def logout():
-        if (request.get_json(silent=True) or {}).get("everywhere") is True:
+        body = request.get_json(silent=True)
+        if isinstance(body, dict) and body.get("everywhere") is True:
             guard.end_all_sessions()  # every device, this one included
         else:
             guard.end_session(request.cookies.get(COOKIE))
@@ -328,8 +337,18 @@ def _install_files(app: Flask, state: WebState) -> None:
         if request.args.get("raw") != "1":
             return jsonify(describe_file(workspace, path))
         raw = raw_file(workspace, path)
-        response = send_file(raw.handle, mimetype=raw.mimetype, max_age=0, etag=False)
-        response.headers["Content-Disposition"] = "inline"
+        download = request.args.get("download") == "1"
+        name = PurePosixPath(str(path)).name or "download"
+        response = send_file(
+            raw.handle,
+            mimetype=raw.mimetype,
+            max_age=0,
+            etag=False,
+            as_attachment=download,
+            download_name=name,
+        )
+        if not download:
+            response.headers["Content-Disposition"] = "inline"
         response.headers["Cache-Control"] = "no-store"
         if raw.sandboxed:
             response.headers["Content-Security-Policy"] = PREVIEW_CSP
@@ -345,4 +364,48 @@ def _install_files(app: Flask, state: WebState) -> None:
         data = storage.stream.read(limit + 1)
         if len(data) > limit:
             return too_large(None)
-        return jsonify(save_upload(workspace, storage.filename or "", data)), 201
+        saved = save_upload(workspace, storage.filename or "", data)
+        runtime = state.runs.runtime
+        if runtime is None or not runtime.vision_model:
+            saved["warning"] = NO_VISION
+        return jsonify(saved), 201
+
+
+# --------------------------------------------------------------------------- header, sessions
+
+
+def _install_everyday(app: Flask, state: WebState, health: ServerHealth) -> None:
+    """What the header shows (server, model, workspace, sandbox, vision), and renaming and
+    deleting sessions (never while a run holds them)."""
+    sandbox: list[str] = []  # described once, on first use (it may ask Docker)
+
+    @app.get("/api/server")
+    def server():
+        if not sandbox:
+            sandbox.append(sandbox_summary(SandboxConfig.from_config(state.config)))
+        runtime = state.runs.runtime
+        return jsonify(
+            {
+                **health.current(),
+                "workspace": str(state.config.workspace),
+                "sandbox": sandbox[0],
+                "vision": bool(runtime is not None and runtime.vision_model),
+            }
+        )
+
+    @app.route("/api/sessions/<session_id>", methods=["PATCH", "DELETE"])
+    def change_session(session_id: str):
+        store = SessionStore(state.workspace)
+        try:
+            if request.method == "DELETE":
+                store.delete(session_id)
+                return jsonify({"deleted": session_id})
+            body = request.get_json(silent=True)
+            title = body.get("title") if isinstance(body, dict) else None
+            if not isinstance(title, str) or not title.strip() or len(title) > 200:
+                return _error("title must be text of 1 to 200 characters", 400)
+            return jsonify(store.rename(session_id, " ".join(title.split())))
+        except SessionBusy:
+            return _error("the session is running; stop it first", 409)
+        except SessionNotFound as exc:
+            return _error(str(exc.args[0]), 404)

@@ -9,22 +9,32 @@
   after that, about 1,850 a year; even a whole /24 of 254 addresses gets about 470,000 guesses a
   year, a chance of 1 in 21,000 (without the doubling it would be 480 a day per address).
 - A successful sign-in creates a random session token sent as an HttpOnly, SameSite=Strict
-  cookie; the PIN itself never leaves the login request body.
+  cookie that expires after a week; the PIN itself never leaves the login request body. The
+  server keeps only a hash of each token and its expiry, in the workspace
+  (`.lmagent/web_sessions.json`, readable by the owner only), so sign-ins survive a restart;
+  "sign out everywhere" empties it.
 - The Host header must name an address the server announced (DNS rebinding), and a request that
   changes state must come from the page's own origin.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import hmac
 import ipaddress
+import json
 import math
+import os
 import secrets
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
+
+from lmagent.core.files import atomic_write
 
 COOKIE = "lmagent_session"
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -112,6 +122,8 @@ class Guard:
         session_ttl: float = 7 * 24 * 3600,
         max_sessions: int = 256,
         clock: Callable[[], float] = time.monotonic,
+        sessions_file: Path | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ):
         if not pin:
             raise ValueError("the PIN must not be empty")
@@ -127,7 +139,9 @@ class Guard:
         self._clock = clock
         self._lock = threading.Lock()
         self._failures: dict[str, Failures] = {}
-        self._sessions: dict[str, float] = {}  # token -> expiry (clock)
+        self._wall_clock = wall_clock
+        self.sessions_file = sessions_file
+        self._sessions = SessionFile(sessions_file).load(wall_clock())  # token hash -> expiry
 
     # ------------------------------------------------------------------ PIN and failures
 
@@ -182,30 +196,41 @@ class Guard:
 
     def new_session(self) -> str:
         token = secrets.token_urlsafe(32)
-        now = self._clock()
+        now = self._wall_clock()
         with self._lock:
             for key in [k for k, expiry in self._sessions.items() if expiry <= now]:
                 del self._sessions[key]
             while len(self._sessions) >= self.max_sessions:
                 del self._sessions[next(iter(self._sessions))]  # the oldest sign-in
-            self._sessions[token] = now + self.session_ttl
+            self._sessions[_digest(token)] = now + self.session_ttl
+            self._save()
         return token
 
     def session_valid(self, token: str | None) -> bool:
         if not token:
             return False
         with self._lock:
-            expiry = self._sessions.get(token)
+            expiry = self._sessions.get(_digest(token))
             if expiry is None:
                 return False
-            if expiry <= self._clock():
-                del self._sessions[token]
+            if expiry <= self._wall_clock():
+                del self._sessions[_digest(token)]
                 return False
             return True
 
     def end_session(self, token: str | None) -> None:
         with self._lock:
-            self._sessions.pop(token or "", None)
+            if self._sessions.pop(_digest(token or ""), None) is not None:
+                self._save()
+
+    def end_all_sessions(self) -> None:
+        """Sign every device out."""
+        with self._lock:
+            self._sessions.clear()
+            self._save()
+
+    def _save(self) -> None:
+        SessionFile(self.sessions_file).save(self._sessions)
 
     # ------------------------------------------------------------------ requests
 
@@ -233,3 +258,38 @@ class Guard:
         return parts.scheme in ("http", "https") and (
             parts.netloc.lower() == (host_header or "").strip().lower()
         )
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class SessionFile:
+    """Where the sign-ins are kept across restarts: {token hash: expiry (epoch seconds)}.
+    No file (None) keeps them in memory only; a damaged file signs everyone out, nothing worse."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+
+    def load(self, now: float) -> dict[str, float]:
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {
+            key: float(expiry)
+            for key, expiry in data.items()
+            if isinstance(key, str) and isinstance(expiry, (int, float)) and expiry > now
+        }
+
+    def save(self, sessions: dict[str, float]) -> None:
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError):  # a read-only workspace: sign-ins last this run
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, json.dumps(sessions), durable=False)
+            os.chmod(self.path, 0o600)
