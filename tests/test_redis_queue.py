@@ -216,3 +216,53 @@ def test_a_workspace_missing_on_every_worker_fails_with_each_reason(
         assert llm.requests == []
     finally:
         llm.stop()
+
+
+def test_a_git_remote_task_is_cloned_run_and_pushed_as_its_result_branch(
+    tmp_path, redis_server, workers
+):
+    origin, seed = tmp_path / "origin.git", tmp_path / "seed"
+    run = lambda *args, cwd=None: subprocess.run(  # noqa: E731
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    run("init", "--quiet", "--bare", "--initial-branch=main", str(origin))
+    run("clone", "--quiet", str(origin), str(seed))
+    (seed / "README").write_text("hello\n")
+    run("add", "README", cwd=seed)
+    run("commit", "--quiet", "-m", "seed", cwd=seed)
+    run("push", "--quiet", "origin", "HEAD:main", cwd=seed)
+    write = {"name": "write", "arguments": {"path": "result.txt", "content": "42\n"}}
+    llm = ScriptedLLM([{"tool_calls": [write]}, DONE]).start()
+    try:
+        config = queue_config(tmp_path, redis_server.url)
+        task_id = redis_queue.submit(
+            config, {"task": "write result.txt", "git": str(origin), "branch": "main"}
+        )
+        workers(llm, "a")
+        wait_for(lambda: outcomes(redis_server.url), 30, "the task to finish")
+        (record,) = outcomes(redis_server.url)
+        assert (record["status"], record["branch"]) == (STATUS_COMPLETED, f"lmagent/{task_id}")
+        shown = run("--git-dir", str(origin), "show", f"lmagent/{task_id}:result.txt")
+        assert shown.stdout == "42\n"
+        files = run("--git-dir", str(origin), "ls-tree", "-r", "--name-only", f"lmagent/{task_id}")
+        assert files.stdout.split() == ["README", "result.txt"]  # no .lmagent/ pushed
+    finally:
+        llm.stop()
+
+
+def test_a_redis_restart_mid_drain_loses_no_acknowledged_task(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=0.05)] * 40).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        submitted = submit_many(redis_server.url, str(workspace), 40)
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 5, 30, "the drain to start")
+        redis_server.kill()  # kill -9: only what the append-only file holds survives
+        redis_server.start()
+        wait_for(lambda: len(set(r["task_id"] for r in outcomes(redis_server.url))) >= 40, 90)
+        assert {r["task_id"] for r in outcomes(redis_server.url)} == set(submitted)
+    finally:
+        llm.stop()
