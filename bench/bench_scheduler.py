@@ -5,7 +5,7 @@ The real daemon (`python agent_main.py --scheduler`, SCHEDULER_POLL_INTERVAL at 
 Latency: SUBMISSIONS tasks are submitted one at a time, each after the previous one finished
 and a random pause (so submissions land at every phase of the daemon's inbox poll); pick-up is
 the moment the daemon claimed the file (its run history's `started`), measured from the return
-of `agent_scheduler.submit`. Throughput: BATCH tasks dropped at once, run with 4 at a time.
+of `lmagent.scheduler.inbox.submit`. Throughput: BATCH tasks dropped at once, run with 4 at a time.
 
     python -m bench --only scheduler        # or: python -m bench.bench_scheduler
 """
@@ -32,6 +32,7 @@ from bench.common import (
     result,
     temp_workspace,
 )
+from lmagent.scheduler.inbox import DaemonLock, Paths, read_history, submit
 
 SUBMISSIONS = 50
 BATCH = 300
@@ -47,7 +48,6 @@ def reply(arrivals: list[float]):
 
 
 def start_daemon(workspace: Path, llm: ScriptedLLM, concurrency: int) -> subprocess.Popen:
-    import lmagent.scheduler.service as agent_scheduler
 
     env = dict(os.environ, WORKSPACE=str(workspace), LLM_URL=llm.url, PERMISSION_MODE="auto")
     env.pop("SCHEDULER_POLL_INTERVAL", None)  # the default (60 s): the fast path must not need it
@@ -58,7 +58,7 @@ def start_daemon(workspace: Path, llm: ScriptedLLM, concurrency: int) -> subproc
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    lock = agent_scheduler.DaemonLock(agent_scheduler.Paths(workspace).lock)
+    lock = DaemonLock(Paths(workspace).lock)
     wait_until(lambda: lock.holder() == str(process.pid), 20, "the daemon to start")
     return process
 
@@ -81,15 +81,13 @@ def wait_until(predicate, timeout: float, what: str) -> None:
 
 
 def runs(workspace: Path) -> list[dict]:
-    import lmagent.scheduler.service as agent_scheduler
 
-    history = agent_scheduler.read_history(agent_scheduler.Paths(workspace).history)
+    history = read_history(Paths(workspace).history)
     return [r for r in history if "duration_s" in r]
 
 
 def latency(workspace: Path) -> tuple[list[float], list[float]]:
     """(pick-up seconds, submit-to-first-LLM-request seconds) for SUBMISSIONS tasks."""
-    import lmagent.scheduler.service as agent_scheduler
 
     arrivals: list[float] = []
     pickups, to_model = [], []
@@ -100,7 +98,7 @@ def latency(workspace: Path) -> tuple[list[float], list[float]]:
         try:
             for index in range(SUBMISSIONS):
                 time.sleep(rng.uniform(0, 0.25))
-                path = agent_scheduler.submit(config, f"task {index}")
+                path = submit(config, f"task {index}")
                 submitted = time.time()
                 wait_until(lambda n=index: len(runs(workspace)) > n, 10, f"run {index}")
                 record = runs(workspace)[index]
@@ -115,13 +113,12 @@ def latency(workspace: Path) -> tuple[list[float], list[float]]:
 
 def throughput(workspace: Path) -> float:
     """Runs a second with 4 at a time, BATCH tasks waiting in the inbox at the start."""
-    import lmagent.scheduler.service as agent_scheduler
 
     arrivals: list[float] = []
     with ScriptedLLM([reply(arrivals)] * BATCH, chunk_size=1000) as llm:
         config = make_config(workspace, llm)
         for index in range(BATCH):
-            agent_scheduler.submit(config, f"batch {index}")
+            submit(config, f"batch {index}")
         start = time.monotonic()
         daemon = start_daemon(workspace, llm, 4)
         try:

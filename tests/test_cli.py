@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-import lmagent.scheduler.service as agent_scheduler
 from lmagent.cli.terminal import Repl, TerminalIO
 from lmagent.core.config import describe_settings
+from lmagent.scheduler.service import start_background
 from lmagent.sessions.store import SessionStore
 from tests.conftest import free_port
 from tests.pty_terminal import cli_with_terminal
@@ -472,7 +472,7 @@ def test_the_repl_hosts_the_scheduler_and_reports_its_runs_apart(workspace, llm,
 
 
 def test_the_repl_carries_on_when_a_scheduler_already_runs(workspace, llm, config):
-    other = agent_scheduler.start_background(config)
+    other = start_background(config)
     try:
         llm.add(text("Answered.\nTASK_COMPLETE"))
         _, out = _repl(config, "hello\nquit\n")

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-import lmagent.scheduler.service as agent_scheduler
 from lmagent.core.config import Config, ConfigError
 from lmagent.loop.run import run_agent
-from lmagent.scheduler.inbox import Paths, SchedulerLocked, submit
-from lmagent.scheduler.service import start_background
+from lmagent.scheduler.inbox import DaemonLock, Paths, SchedulerLocked, read_history, submit
+from lmagent.scheduler.service import start_background, status
 from lmagent.sessions.store import SessionBusy, SessionStore
-from lmagent.sessions.waiting import parse_time
+from lmagent.sessions.waiting import WaitingIndex, parse_time
 from tests.conftest import ROOT, make_config
 from tests.scripted_llm import ScriptedLLM, text
 from tests.test_sessions import held
@@ -44,7 +43,7 @@ def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
 
 
 def history(workspace: Path) -> list[dict]:
-    return agent_scheduler.read_history(Paths(workspace).history)
+    return read_history(Paths(workspace).history)
 
 
 def runs(workspace: Path, status: str | None = None) -> list[dict]:
@@ -90,7 +89,7 @@ def start_daemon(workspace: Path, llm: ScriptedLLM, *args: str, **env: str) -> s
     process.log = log  # closed by the test's fixture
     lock = Paths(workspace).lock
     wait_for(
-        lambda: agent_scheduler.DaemonLock(lock).holder() == str(process.pid),
+        lambda: DaemonLock(lock).holder() == str(process.pid),
         what="the daemon to take its lock",
     )
     return process
@@ -241,8 +240,8 @@ def test_not_before_is_honoured(workspace, llm, background):
     background()
 
     time.sleep(0.5)
-    status = agent_scheduler.status(make_config(workspace, llm))
-    assert status["queued"] == 0 and len(status["scheduled"]) == 1
+    shown = status(make_config(workspace, llm))
+    assert shown["queued"] == 0 and len(shown["scheduled"]) == 1
     wait_for(lambda: arrivals, timeout=6, what="the run")
     assert start_at <= arrivals[0] <= start_at + 1.0
 
@@ -378,12 +377,12 @@ def test_wake_ups_in_three_time_zone_forms_fire_on_time(workspace, llm, daemons)
     for form in forms:
         submit(config, form)
 
-    wait_for(lambda: len(agent_scheduler.WaitingIndex(workspace).load()) == 3)
+    wait_for(lambda: len(WaitingIndex(workspace).load()) == 3)
     wait_for(lambda: len(fired) == 3, timeout=15, what="three wake-ups")
     for form, (when, _) in forms.items():
         assert when.timestamp() <= fired[form] <= when.timestamp() + 2.0, form
     wait_for(lambda: len(runs(workspace, "completed")) == 3, what="the resumed runs")
-    assert agent_scheduler.WaitingIndex(workspace).load() == {}
+    assert WaitingIndex(workspace).load() == {}
     llm.assert_all_used()
 
 
