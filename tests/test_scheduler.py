@@ -340,8 +340,8 @@ def test_a_failing_run_is_recorded_as_failed_with_its_error(workspace, backgroun
     assert by_task["needs a model"]["error"]
     assert by_task["continue"]["status"] == "failed"
     assert "no session" in by_task["continue"]["error"]
-    failed = Paths(workspace).failed
-    assert len(files(failed, ".reason")) == 2 and len(files(failed)) == 4
+    failed = Paths(workspace).failed  # the history line is written first, then the file moves
+    wait_for(lambda: len(files(failed, ".reason")) == 2 and len(files(failed)) == 4, what="moves")
 
 
 # --------------------------------------------------------------------------- wake-ups
