@@ -17,8 +17,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lmagent.loop.run import run_agent
 from lmagent.sandbox.base import MAX_PROCESSES, PROCESS_GRACE, ProcessError, SandboxConfig
 from lmagent.sandbox.select import open_sandbox
+from lmagent.sessions.store import SessionStore
+from lmagent.tools.registry import Services
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config, tool_context
+from tests.scripted_llm import text, tool_call
 
 pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
 
@@ -215,3 +221,97 @@ def test_agent_killed_minus_9_leaves_no_process(backend, make_sandbox, tmp_path)
         assert fresh.run("echo next").output == "next\n"
     finally:
         fresh.close()
+
+
+# --- the tools and the loop --------------------------------------------------------------------
+@pytest.fixture(params=["docker", "bwrap"])
+def tools_env(request, require_backend, workspace, test_workspaces):
+    """(toolset, ctx, services) whose commands run in a real sandbox of the given backend."""
+    require_backend(request.param)
+    test_workspaces.append(workspace)
+    config = make_config(workspace, sandbox_backend=request.param)
+    services = Services(config)
+    yield build_toolset(services), tool_context(config, services=services), services
+    services.close()
+
+
+def test_tools_start_follow_feed_and_stop_a_process(tools_env):
+    toolset, ctx, _ = tools_env
+    started = toolset.execute(ctx, "shell", {"command": "echo up; cat", "background": True})
+    assert started["success"] and started["running"] and started["output"] == "up\n"
+    assert started["log"].startswith(".lmagent/sandbox/processes/")
+    pid = started["process_id"]
+    fed = toolset.execute(ctx, "process_input", {"process_id": pid, "text": "ping\n"})
+    assert fed["success"], fed
+    since = started["next"]
+    echoed = wait_until(
+        lambda: toolset.execute(ctx, "process_output", {"process_id": pid, "since": since})[
+            "output"
+        ]
+    )
+    assert echoed == "ping\n"
+    listed = toolset.execute(ctx, "process_list", {})["processes"]
+    assert listed == [
+        {"process_id": pid, "command": "echo up; cat", "running": True, "exit_code": None}
+    ]
+    killed = toolset.execute(ctx, "process_kill", {"process_id": pid})
+    assert (killed["running"], killed["exit_code"]) == (False, 143)
+
+
+def test_another_runs_process_ids_are_refused(tools_env):
+    toolset, ctx, services = tools_env
+    pid = toolset.execute(ctx, "shell", {"command": "sleep 100", "background": True})["process_id"]
+    other = tool_context(ctx.config, services=services)  # another session, same sandbox
+    for tool, args in (
+        ("process_output", {}),
+        ("process_input", {"text": "x"}),
+        ("process_kill", {}),
+    ):
+        refused = toolset.execute(other, tool, {"process_id": pid, **args})
+        assert refused["error"] == f"there is no background process {pid!r} in this run"
+    assert toolset.execute(other, "process_list", {})["processes"] == []
+    unknown = toolset.execute(ctx, "process_output", {"process_id": "p77"})
+    assert unknown["error"] == "there is no background process 'p77'"
+    assert toolset.execute(ctx, "process_output", {"process_id": pid})["running"] is True
+
+
+def test_a_timeout_suggests_background_once(tools_env):
+    toolset, ctx, _ = tools_env
+    first = toolset.execute(ctx, "shell", {"command": "sleep 30", "timeout": 1})
+    assert "shell background=true" in first["error"]
+    second = toolset.execute(ctx, "shell", {"command": "sleep 30", "timeout": 1})
+    assert second["error"] == "timed out after 1 s (process tree killed)"
+
+
+ENDINGS = {
+    "TASK_COMPLETE": "completed",
+    "BLOCKED: no way on": "blocked",
+    "WAIT: 2099-01-01T00:00:00: later": "waiting",
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_a_runs_background_processes_stop_when_it_ends(
+    ending, require_backend, workspace, test_workspaces, llm
+):
+    require_backend("docker")
+    test_workspaces.append(workspace)
+    config = make_config(workspace, llm, sandbox_backend="docker")
+    llm.add(
+        tool_call("shell", {"command": "exec python3 -m http.server 8766", "background": True}),
+        text(ending),
+    )
+    events: list[dict] = []
+    services = Services(config)
+    try:
+        result = run_agent(config, "serve", services=services, sink=events.append)
+        assert result.status == ENDINGS[ending]
+        done = next(e for e in events if e["type"] == "done")
+        assert done["stopped_processes"] == [
+            {"process_id": "p1", "command": "exec python3 -m http.server 8766"}
+        ]
+        assert services.sandbox().processes.list()[0]["running"] is False
+        meta = SessionStore(workspace).open(result.session_id).meta
+        assert meta["stopped_processes"] == done["stopped_processes"]
+    finally:
+        services.close()

@@ -6,8 +6,8 @@ with a symlink to a host folder in a tight loop (renameat2 RENAME_EXCHANGE). Mea
 file tool (and each other way the host opens workspace paths: the web file routes, uploads, the
 vision tool's reader, report_result's artifact checks) is called ATTEMPTS times on paths through
 `d`. The host folder holds canary files: none may be read, listed, written, created or changed.
-The swapper is started three ways: as a foreground command of the sandbox, detached by the
-shell tool (outliving its command, as a background process of the run would), and by a
+The swapper is started three ways: as a foreground command of the sandbox, by the shell tool
+with background=true (outliving its call, as a background process of the run), and by a
 parallel sub-agent's shell through the real loop. The test ids carry the attempt count; each
 test prints (with -s) the attempts, refusals, leaks and swaps.
 """
@@ -108,8 +108,9 @@ OPERATIONS = {
 
 class Race:
     """A workspace whose `d` a swapper exchanges with a link to `host`, started one of three ways:
-    as a foreground command of the sandbox, detached by the shell tool (outliving its command, as
-    a background process of the run), or by a parallel sub-agent's shell through the real loop."""
+    as a foreground command of the sandbox, by the shell tool with background=true (a background
+    process of the run, outliving its call), or by a parallel sub-agent's shell through the real
+    loop."""
 
     def __init__(self, workspace: Path, host: Path, backend: str, make_sandbox, llm=None):
         self.workspace, self.host, self.backend = workspace, host, backend
@@ -130,8 +131,8 @@ class Race:
             self._in_thread(lambda: sandbox.run(command, timeout=110).to_tool_result())
         elif how == "detached":
             self.make_sandbox(self.backend, workspace=self.workspace)  # skips when unavailable
-            detached = f"(setsid nohup {command} >/dev/null 2>&1 &)"
-            started = self.tools.execute(self.ctx, "shell", {"command": detached})
+            call = {"command": command, "background": True}
+            started = self.tools.execute(self.ctx, "shell", call)
             assert started["success"], started
         else:
             self.make_sandbox(self.backend, workspace=self.workspace)
@@ -170,6 +171,7 @@ class Race:
         if self.thread is not None:
             self.thread.join(60)
             assert "swaps=" in str(self.outcome.get("output")), self.outcome
+        self.services.close()  # the run's sandbox, with its background processes
         return int((self.workspace / "swaps.txt").read_text().split("=")[1])
 
 

@@ -65,6 +65,7 @@ from lmagent.loop.prompts import (
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
+from lmagent.tools.processes import stop_run_processes
 from lmagent.tools.registry import (
     ArgumentError,
     Services,
@@ -236,8 +237,9 @@ class AgentRun:
 
     def finish(self, ended: RunEnded) -> RunResult:
         meta = _ending_meta(ended)
+        stopped = stop_run_processes(self.ctx)  # the background processes this run started
         try:
-            self.session.save_meta(**meta)
+            self.session.save_meta(**meta, stopped_processes=stopped)
         except OSError as exc:  # not even written in place: the session is resumable as it is
             ended = _failure(exc, self.session.id)
             meta = _ending_meta(ended)
@@ -260,6 +262,7 @@ class AgentRun:
             iterations=result.iterations,
             tokens=result.tokens,
             wait_until=result.wait_until,
+            stopped_processes=stopped,
         )
         return result
 

@@ -50,6 +50,10 @@ class Services:
                 self._sandbox = open_sandbox(SandboxConfig.from_config(self.config))
             return self._sandbox
 
+    def running_sandbox(self):
+        """The sandbox if one has been started, else None (never starts one)."""
+        return self._sandbox
+
     def close(self) -> None:
         with self._lock:
             if self._sandbox is not None:

@@ -6,6 +6,7 @@ from typing import Annotated as A
 
 from lmagent.sandbox.base import DEFAULT_TIMEOUT, MAX_MEMORY_MB, MAX_TIMEOUT, SandboxUnavailable
 from lmagent.tools.command_paths import check_command_paths
+from lmagent.tools.processes import start_background, timeout_hint
 from lmagent.tools.registry import (
     ArgumentError,
     ToolContext,
@@ -28,11 +29,16 @@ def run_in_sandbox(
 ) -> dict:
     sandbox = _sandbox(ctx)
     result = sandbox.run(command, timeout=timeout, max_memory_mb=max_memory_mb, stop=ctx.stop.event)
-    return result.to_tool_result()
+    answer = result.to_tool_result()
+    return timeout_hint(ctx, answer) if result.timed_out else answer
 
 
 TIMEOUT_HELP = f"seconds (default {DEFAULT_TIMEOUT:g}, max {MAX_TIMEOUT:g})"
 MEMORY_HELP = f"memory limit in MB (max {MAX_MEMORY_MB})"
+BACKGROUND_HELP = (
+    "start it in the background and return at once with process_id and first output (servers, "
+    "watchers, long builds); follow it with process_output, stop it with process_kill"
+)
 
 
 def tool_shell(
@@ -40,6 +46,7 @@ def tool_shell(
     command: A[str, "sh command line, run in the workspace inside the sandbox"],
     timeout: A[int, TIMEOUT_HELP] = int(DEFAULT_TIMEOUT),
     max_memory_mb: A[int | None, MEMORY_HELP] = None,
+    background: A[bool, BACKGROUND_HELP] = False,
 ) -> dict:
     """Run a shell command in the workspace, inside the sandbox."""
 
@@ -53,6 +60,8 @@ def tool_shell(
         refusal = check_command_paths(command, ctx.workspace.root)
         if refusal:
             raise ToolError(refusal)
+    if background:
+        return start_background(ctx, command, max_memory_mb)
     return run_in_sandbox(ctx, command, timeout, max_memory_mb)
 
 

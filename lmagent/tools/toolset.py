@@ -17,6 +17,12 @@ from lmagent.tools.git import (
     tool_git_diff,
     tool_git_status,
 )
+from lmagent.tools.processes import (
+    tool_process_input,
+    tool_process_kill,
+    tool_process_list,
+    tool_process_output,
+)
 from lmagent.tools.registry import (
     Services,
     Tool,
@@ -46,6 +52,10 @@ COMPACT_TOOLS = (
 
 COMMAND_TOOLS = [
     make_tool(tool_shell, changes_things=True),
+    make_tool(tool_process_output),
+    make_tool(tool_process_input, changes_things=True),
+    make_tool(tool_process_kill),
+    make_tool(tool_process_list),
     make_tool(tool_git_status),
     make_tool(tool_git_diff),
     make_tool(tool_git_add, changes_things=True),

@@ -1,0 +1,109 @@
+"""Background processes: `shell` with background=true starts one; these tools watch, feed and
+stop it. Each process belongs to the run (session and agent) that started it: another run sees
+no such id, and the run's end stops it (`stop_run_processes`)."""
+
+from __future__ import annotations
+
+from typing import Annotated as A
+
+from lmagent.sandbox.base import ProcessError, Processes, SandboxUnavailable
+from lmagent.tools.registry import ToolContext, ToolError
+
+SHOWN = ("process_id", "running", "exit_code", "output", "next", "skipped", "log")
+TIMEOUT_HINT = (
+    "; a command that needs longer (a server, a watcher, a long build or test run) can run "
+    "with shell background=true and be followed with process_output"
+)
+
+
+def owner(ctx: ToolContext) -> str:
+    """Who a background process belongs to: this run's session and agent."""
+    return f"{ctx.session.id}/{ctx.agent_id}"
+
+
+def _processes(ctx: ToolContext) -> Processes:
+    try:
+        return ctx.services.sandbox().processes
+    except SandboxUnavailable as exc:
+        raise ToolError(f"no sandbox to run commands in: {exc}") from None
+
+
+def _shown(ctx: ToolContext, answer: dict) -> dict:
+    """What the model is told of a process: its state, new output, and where its log is."""
+    result = {"success": True, **{k: answer[k] for k in SHOWN if answer.get(k) is not None}}
+    if "log" in result:
+        result["log"] = ctx.workspace.relative(result["log"])
+    if result.get("skipped"):
+        result["note"] = (
+            f"{result['skipped']} bytes in the middle were not kept (the first 4 KB and last "
+            "16 KB are); the full output is in the log"
+        )
+    return result
+
+
+def _call(ctx: ToolContext, action) -> dict:
+    try:
+        return _shown(ctx, action(_processes(ctx)))
+    except ProcessError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def start_background(ctx: ToolContext, command: str, max_memory_mb: int | None) -> dict:
+    """shell(background=true): start `command`; its id and first output."""
+    return _call(ctx, lambda p: p.start(command, max_memory_mb=max_memory_mb, owner=owner(ctx)))
+
+
+def timeout_hint(ctx: ToolContext, result: dict) -> dict:
+    """Tell the model once per run, on a timed-out command, that background=true exists."""
+    if ctx.extras.get("told_background"):
+        return result
+    ctx.extras["told_background"] = True
+    return dict(result, error=result["error"] + TIMEOUT_HINT)
+
+
+def tool_process_output(
+    ctx: ToolContext,
+    process_id: A[str, "id from shell with background=true"],
+    since: A[int | None, "byte offset: only output after it (the `next` of the last call)"] = None,
+) -> dict:
+    """New output of a background process, whether it still runs, and its exit code."""
+    return _call(ctx, lambda p: p.output(process_id, since or 0, owner=owner(ctx)))
+
+
+def tool_process_input(
+    ctx: ToolContext,
+    process_id: A[str, "id from shell with background=true"],
+    text: A[str, "written to its stdin as is (end a line with \\n)"],
+) -> dict:
+    """Write text to a background process's stdin."""
+    return _call(ctx, lambda p: p.write(process_id, text, owner=owner(ctx)))
+
+
+def tool_process_kill(
+    ctx: ToolContext, process_id: A[str, "id from shell with background=true"]
+) -> dict:
+    """Stop a background process and all it started (SIGTERM, then SIGKILL after 2 s)."""
+    return _call(ctx, lambda p: p.kill(process_id, owner=owner(ctx)))
+
+
+def tool_process_list(ctx: ToolContext) -> dict:
+    """The background processes of this run: id, command, running, exit code."""
+    try:
+        listed = _processes(ctx).list(owner=owner(ctx))
+    except ProcessError as exc:
+        raise ToolError(str(exc)) from None
+    keys = ("process_id", "command", "running", "exit_code")
+    return {"success": True, "processes": [{k: p[k] for k in keys} for p in listed]}
+
+
+def stop_run_processes(ctx: ToolContext) -> list[dict]:
+    """At the end of a run: stop its background processes; [{process_id, command}] of those
+    that were still running. Starts no sandbox that is not running."""
+    sandbox = ctx.services.running_sandbox()
+    if sandbox is None:
+        return []
+    try:
+        stopped = sandbox.processes.stop_all(owner=owner(ctx))
+    except ProcessError:
+        return []  # the job server is gone, and with it every process
+    return [{"process_id": p["process_id"], "command": p["command"]} for p in stopped]
