@@ -266,3 +266,21 @@ def test_a_redis_restart_mid_drain_loses_no_acknowledged_task(tmp_path, redis_se
         assert {r["task_id"] for r in outcomes(redis_server.url)} == set(submitted)
     finally:
         llm.stop()
+
+
+def test_a_poisoned_task_is_failed_after_its_tries_with_the_error(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([]).start()
+    try:
+        config = queue_config(tmp_path, redis_server.url)
+        queue = redis_queue.rq_queue(redis_queue.connect(redis_server.url))
+        poisoned = {"task": "x", "workspace": {"path": str(tmp_path)}}  # written by hand: no mode
+        job = redis_queue.enqueue(queue, poisoned)
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: redis_queue.status(config)["failed"], 40, "the task to fail")
+        job.refresh()
+        assert job.retries_left == 0
+        assert "KeyError: 'mode'" in job.latest_result().exc_string
+        assert llm.requests == []
+    finally:
+        llm.stop()
