@@ -41,6 +41,7 @@ EXPECTED = {
     "bca": "parallel sub-agents (issue 4)",
     "scheduler": "scheduler pick-up latency (issue 6)",
     "realmodel": "agent overhead and tool-call validity against a real llama.cpp model (issue 8)",
+    "checkpoints": "checkpoints versus a plain `git add -A && git commit` (issue 13)",
 }
 
 

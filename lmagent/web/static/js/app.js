@@ -4,6 +4,7 @@
 // CSP (no inline script, Trusted Types) stops anything that would slip through.
 
 import { runCommand } from './commands.js';
+import { startEveryday } from './everyday.js';
 import { ChatLog } from './log.js';
 import {
   Attachments,
@@ -536,4 +537,5 @@ async function start() {
 wireComposer();
 wireDrop();
 wireChrome();
+startEveryday();
 start();

@@ -126,6 +126,7 @@ export class ChatLog {
   }
 
   endStep() {
+    if (this.thinking) this.thinking.details.querySelector('summary').textContent = 'Thinking';
     if (this.current) {
       this.render(this.current);
       if (!this.current.raw.trim()) this.current.wrap.remove();

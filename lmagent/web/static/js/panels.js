@@ -1,6 +1,6 @@
 // The side panel (sessions, file tree), the file preview, image attachments and input history.
 
-import { $, api, el, formatSize, localTime, oneLine } from './util.js';
+import { $, api, el, formatSize, localTime, oneLine, renderMarkdown } from './util.js';
 
 const PHONE = window.matchMedia('(max-width: 800px)');
 
@@ -52,7 +52,7 @@ export async function refreshSessions(current, open) {
     button.type = 'button';
     button.dataset.id = meta.id;
     if (meta.id === current()) button.classList.add('current');
-    button.append(el('span', 'task', oneLine(meta.task || '(no task)', 120)));
+    button.append(el('span', 'task', oneLine(meta.title || meta.task || '(no task)', 120)));
     const info = el('span', 'meta');
     info.append(el('span', `status-badge status-${meta.status}`, meta.status || '?'));
     info.append(el('span', null, localTime(meta.updated || meta.created)));
@@ -123,6 +123,7 @@ export async function preview(path) {
     return;
   }
   const raw = `/api/file?raw=1&path=${encodeURIComponent(data.path)}`;
+  $('preview-download').href = `${raw}&download=1`;
   if (data.kind === 'image') {
     const img = el('img');
     img.alt = data.name;
@@ -139,6 +140,12 @@ export async function preview(path) {
     body.append(frame, source);
   } else if (data.kind === 'binary') {
     body.append(el('div', 'muted', `binary file, ${formatSize(data.size)}`));
+  } else if (/\.(md|markdown)$/i.test(data.name)) {
+    const rendered = el('div', 'md');
+    renderMarkdown(rendered, data.content); // sanitised, as the chat's Markdown
+    const source = el('details');
+    source.append(el('summary', 'muted', 'source'), el('pre', null, data.content));
+    body.append(rendered, source);
   } else {
     body.append(el('pre', null, data.content));
     if (data.truncated) body.append(el('div', 'muted', `… first part of ${formatSize(data.size)}`));
@@ -173,7 +180,8 @@ export class Attachments {
       form.append('file', file, file.name || 'pasted.png');
       const { ok, data } = await api('POST', '/api/upload', form);
       if (ok) this.add(data.path, file);
-      else this.complain(`${file.name || 'image'}: ${data.error || 'upload failed'}`);
+      if (ok && data.warning) this.complain(`${data.path}: ${data.warning}`);
+      else if (!ok) this.complain(`${file.name || 'image'}: ${data.error || 'upload failed'}`);
     }
   }
 
