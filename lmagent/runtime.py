@@ -16,6 +16,7 @@ from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import sandbox_summary
 from lmagent.subagents.tools import agent_toolset
 from lmagent.tools.mcp import MCPManager, describe_command
+from lmagent.tools.processes import process_lines
 from lmagent.tools.registry import Services, Toolset
 from lmagent.tools.toolset import SMALL_CONTEXT
 from lmagent.tools.vision import vision_tool
@@ -196,4 +197,5 @@ class Runtime:
                 f"{session_meta.get('tokens', 0)} tokens used, "
                 f"{session_meta.get('last_tokens_per_second', 0)} tokens/s last reply"
             )
+        lines.extend(f"process {line}" for line in process_lines(self.services))
         return lines

@@ -5,6 +5,7 @@ Every test runs on Docker and on bubblewrap (the `sandbox` fixture).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -17,13 +18,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lmagent.core.config import describe_settings
 from lmagent.loop.run import run_agent
 from lmagent.sandbox.base import MAX_PROCESSES, PROCESS_GRACE, ProcessError, SandboxConfig
 from lmagent.sandbox.select import open_sandbox
 from lmagent.sessions.store import SessionStore
 from lmagent.tools.registry import Services
 from lmagent.tools.toolset import build_toolset
-from tests.conftest import make_config, tool_context
+from tests.conftest import ROOT, make_config, tool_context
 from tests.scripted_llm import text, tool_call
 
 pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
@@ -315,3 +317,56 @@ def test_a_runs_background_processes_stop_when_it_ends(
         assert meta["stopped_processes"] == done["stopped_processes"]
     finally:
         services.close()
+
+
+# --- front ends --------------------------------------------------------------------------------
+def agent_main(workspace: Path, llm, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """agent_main.py on `workspace` with the bwrap sandbox, as a user runs it."""
+    env = {k: v for k, v in os.environ.items() if k not in {n for n, _, _ in describe_settings()}}
+    env.update(WORKSPACE=str(workspace), LLM_URL=llm.url, PERMISSION_MODE="auto")
+    env.update(ENABLE_MCP="false", SANDBOX_BACKEND="bwrap", LLM_RETRIES="1")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "agent_main.py"), *args],
+        cwd=workspace,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_repl_ps_kill_and_status(require_backend, workspace, llm):
+    require_backend("bwrap")
+    llm.add(
+        tool_call("shell", {"command": "echo up; sleep 300", "background": True}),
+        text("Started.\nTASK_COMPLETE"),
+    )
+    script = "start it\n/ps\n/kill p1\n/kill p9\n/kill\n/status\nquit\n"
+    done = agent_main(workspace, llm, stdin=script)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    log = re.search(r"p1   exited 143 echo up; sleep 300  \(log: (\S+)\)", out)
+    assert log, out
+    assert (workspace / log[1]).read_text() == "up\n"
+    assert "p1 stopped (exit code 143)" in out
+    assert "there is no background process 'p9'" in out
+    assert "usage: /kill ID (the ids are in /ps)" in out
+    assert "process p1   exited 143 echo up; sleep 300" in out.partition("/status")[2]
+
+
+def test_json_events_tell_process_start_and_stop(require_backend, workspace, llm):
+    require_backend("bwrap")
+    llm.add(
+        tool_call("shell", {"command": "echo up; sleep 300", "background": True}),
+        text("Started.\nTASK_COMPLETE"),
+    )
+    done = agent_main(workspace, llm, "--json", "start it")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    told = [(e["state"], e["process_id"], e["exit_code"]) for e in events if e["type"] == "process"]
+    assert told == [("running", "p1", None), ("stopped", "p1", 143)]
+    finished = [e for e in events if e["type"] == "done"]
+    assert finished[0]["stopped_processes"] == [
+        {"process_id": "p1", "command": "echo up; sleep 300"}
+    ]

@@ -23,6 +23,7 @@ from lmagent.runtime import shared_runtime
 from lmagent.scheduler.inbox import SchedulerLocked
 from lmagent.scheduler.service import BackgroundScheduler, start_background, status_lines
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
+from lmagent.tools.processes import kill_process, process_lines
 
 EXIT_CODES = {
     "completed": 0,
@@ -558,6 +559,18 @@ class Repl:
             self.io.line(f"step {step['id']} [{step['status']}] {step['description']}")
         for todo in state.todos:
             self.io.line(f"#{todo['id']} [{todo['status']}] {todo['description']}")
+
+    def cmd_ps(self, arg: str) -> None:
+        """List the background processes (running and ended) and their logs."""
+        for line in process_lines(self.runtime.services) or ["no background processes"]:
+            self.io.line(line)
+
+    def cmd_kill(self, arg: str) -> None:
+        """Stop a background process: /kill ID (see /ps)."""
+        if not arg:
+            self.io.line("usage: /kill ID (the ids are in /ps)", "red")
+            return
+        self.io.line(kill_process(self.runtime.services, arg))
 
     def cmd_status(self, arg: str) -> None:
         """Show model, workspace, mode, sandbox, MCP, the session and the scheduler."""

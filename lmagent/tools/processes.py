@@ -4,12 +4,13 @@ no such id, and the run's end stops it (`stop_run_processes`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated as A
 
 from lmagent.sandbox.base import ProcessError, Processes, SandboxUnavailable
-from lmagent.tools.registry import ToolContext, ToolError
+from lmagent.tools.registry import Services, ToolContext, ToolError
 
-SHOWN = ("process_id", "running", "exit_code", "output", "next", "skipped", "log")
+SHOWN = ("process_id", "running", "exit_code", "output", "next", "skipped", "log", "written")
 TIMEOUT_HINT = (
     "; a command that needs longer (a server, a watcher, a long build or test run) can run "
     "with shell background=true and be followed with process_output"
@@ -43,9 +44,25 @@ def _shown(ctx: ToolContext, answer: dict) -> dict:
 
 def _call(ctx: ToolContext, action) -> dict:
     try:
-        return _shown(ctx, action(_processes(ctx)))
+        answer = action(_processes(ctx))
     except ProcessError as exc:
         raise ToolError(str(exc)) from None
+    if "running" in answer:
+        _tell(ctx, answer)
+    return _shown(ctx, answer)
+
+
+def _tell(ctx: ToolContext, process: dict, state: str | None = None) -> None:
+    """A `process` event when one starts, is seen to have exited, or is stopped (once each)."""
+    told = ctx.extras.setdefault("told_processes", {})
+    state = state or ("running" if process["running"] else "exited")
+    if told.get(process["process_id"]) in (state, "exited", "stopped"):
+        return
+    told[process["process_id"]] = state
+    event = {"type": "process", "session_id": ctx.session.id, "state": state}
+    event.update(process_id=process["process_id"], command=process["command"])
+    event.update(exit_code=process.get("exit_code"), log=ctx.workspace.relative(process["log"]))
+    ctx.emit(event)
 
 
 def start_background(ctx: ToolContext, command: str, max_memory_mb: int | None) -> dict:
@@ -92,6 +109,8 @@ def tool_process_list(ctx: ToolContext) -> dict:
         listed = _processes(ctx).list(owner=owner(ctx))
     except ProcessError as exc:
         raise ToolError(str(exc)) from None
+    for process in listed:
+        _tell(ctx, process)
     keys = ("process_id", "command", "running", "exit_code")
     return {"success": True, "processes": [{k: p[k] for k in keys} for p in listed]}
 
@@ -106,4 +125,33 @@ def stop_run_processes(ctx: ToolContext) -> list[dict]:
         stopped = sandbox.processes.stop_all(owner=owner(ctx))
     except ProcessError:
         return []  # the job server is gone, and with it every process
+    for process in stopped:
+        _tell(ctx, process, "stopped")
     return [{"process_id": p["process_id"], "command": p["command"]} for p in stopped]
+
+
+def process_lines(services: Services) -> list[str]:
+    """For /ps and /status: one line per background process of this agent's sandbox."""
+    sandbox = services.running_sandbox()
+    try:
+        listed = sandbox.processes.list() if sandbox is not None else []
+    except ProcessError as exc:
+        return [str(exc)]
+    lines = []
+    for p in listed:
+        state = "running" if p["running"] else f"exited {p['exit_code']}"
+        log = Path(p["log"]).relative_to(services.config.workspace)
+        lines.append(f"{p['process_id']:<4} {state:<10} {p['command'][:60]}  (log: {log})")
+    return lines
+
+
+def kill_process(services: Services, process_id: str) -> str:
+    """For /kill ID: stop a background process (the user's call: any run's)."""
+    sandbox = services.running_sandbox()
+    if sandbox is None:
+        return "no background processes"
+    try:
+        stopped = sandbox.processes.kill(process_id)
+    except ProcessError as exc:
+        return str(exc)
+    return f"{process_id} stopped (exit code {stopped['exit_code']})"
