@@ -5,6 +5,7 @@ own workspace root, standing in for machines), and the scripted LLM server."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -13,6 +14,8 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timedelta, timezone
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -284,3 +287,54 @@ def test_a_poisoned_task_is_failed_after_its_tries_with_the_error(tmp_path, redi
         assert llm.requests == []
     finally:
         llm.stop()
+
+
+def test_a_waiting_session_wakes_on_a_free_worker_and_resumes(tmp_path, redis_server, workers):
+    wake_at = (datetime.now(timezone.utc) + timedelta(seconds=2)).isoformat()
+    llm = ScriptedLLM([text(f"WAIT: {wake_at}: the build runs"), DONE]).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        redis_queue.submit(queue_config(workspace, redis_server.url), {"task": "wait, then go"})
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 2, 30, "the wake-up to run")
+        first, woken = outcomes(redis_server.url)
+        assert (first["status"], woken["status"]) == ("waiting", STATUS_COMPLETED)
+        assert woken["session_id"] == first["session_id"]
+        assert datetime.fromisoformat(woken["started"]) >= datetime.fromisoformat(wake_at)
+        assert len(llm.requests) == 2
+    finally:
+        llm.stop()
+
+
+def test_two_workers_never_run_in_one_shared_workspace_at_once(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=0.5)] * 4).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        submit_many(redis_server.url, str(workspace), 4)
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four tasks")
+        spans = sorted(
+            (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
+            for r in outcomes(redis_server.url)
+        )
+        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+    finally:
+        llm.stop()
+
+
+def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis_server):
+    later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+    args = ("--queue", redis_server.url, "--workspace", str(tmp_path))
+    done = cli("--submit", "report", "--not-before", later, *args)
+    assert done.returncode == 0, done.stderr
+    task_id = done.stdout.strip()
+    assert task_id.startswith("task-")
+    status = json.loads(cli("--scheduler-status", "--json", *args).stdout)
+    assert [s["task_id"] for s in status["scheduled"]] == [task_id]
+    assert status["queued"] == [] and status["running"] == []
+    shown = cli("--scheduler-status", *args).stdout
+    assert f"{task_id} not before" in shown

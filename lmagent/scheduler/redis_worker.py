@@ -200,7 +200,10 @@ class AgentWorker(SimpleWorker):
         if isinstance(job.meta.get("outcome"), dict):
             return job.meta["outcome"]  # finished before its worker could tell RQ
         config = self.config.with_changes(workspace=workspace)
+        started = queue_time(self.connection)
         outcome = self.run_session(job, payload, config)
+        outcome["started"] = started.isoformat()  # by the queue's clock, as every record
+        outcome["duration_s"] = round((queue_time(self.connection) - started).total_seconds(), 3)
         if "git" in payload["workspace"] and outcome["status"] != STATUS_INTERRUPTED:
             from lmagent.scheduler.git_workspace import push_result
 
