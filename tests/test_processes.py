@@ -151,6 +151,17 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace(sandbox):
     assert count_matching(sandbox, "sleep 100[0]") == 0
 
 
+def test_stopping_all_waits_one_grace_for_all(sandbox):
+    for _ in range(2):
+        sandbox.processes.start("trap '' TERM; sleep 1000", owner="run-a")
+    other = sandbox.processes.start("sleep 1000", owner="run-b")
+    started = time.monotonic()
+    stopped = sandbox.processes.stop_all(owner="run-a")
+    assert time.monotonic() - started < PROCESS_GRACE + 1.5
+    assert [(p["running"], p["exit_code"]) for p in stopped] == [(False, 137)] * 2
+    assert sandbox.processes.output(other["process_id"])["running"] is True
+
+
 def test_flooding_output_is_bounded(sandbox):
     job = sandbox.processes.start("yes flood")
     wait_until(lambda: sandbox.processes.output(job["process_id"])["output_bytes"] > 20_000_000)

@@ -555,7 +555,8 @@ class Processes:
     Every process runs under a keeper inside the sandbox that kills whatever it leaves behind
     when it ends; output is kept head + tail in memory there and in full (up to 16 MB) in
     `.lmagent/sandbox/processes/<started>-<id>.log`. The job server goes, with every process,
-    when the sandbox is closed or the agent dies.
+    when the sandbox is closed or the agent dies. A process started with an `owner` is seen
+    only by calls with that owner (or with none: the user's /ps and /kill).
     """
 
     def __init__(self, sandbox: RunnerSandbox):
@@ -564,8 +565,15 @@ class Processes:
         self._conn: socket.socket | None = None
         self._buffer = b""
         self._ids = itertools.count(1)
+        self._owners: dict[str, str | None] = {}
 
-    def start(self, command: str, cwd: str | None = None, max_memory_mb: int | None = None) -> dict:
+    def start(
+        self,
+        command: str,
+        cwd: str | None = None,
+        max_memory_mb: int | None = None,
+        owner: str | None = None,
+    ) -> dict:
         """Start `command` in the background; its description and first output."""
         try:
             workdir = self.sandbox.resolve_cwd(cwd)
@@ -586,6 +594,7 @@ class Processes:
                 f"{MAX_PROCESSES} background processes are running already (the most at once); "
                 "stop one with process_kill first"
             )
+        self._owners[process_id] = owner
         return self.first_output(process_id)
 
     def first_output(self, process_id: str) -> dict:
@@ -597,10 +606,12 @@ class Processes:
                 return answer
             time.sleep(0.05)
 
-    def output(self, process_id: str, since: int = 0) -> dict:
+    def output(self, process_id: str, since: int = 0, owner: str | None = None) -> dict:
+        self.check_owner(process_id, owner)
         return self.ask({"op": "output", "id": process_id, "since": since})
 
-    def write(self, process_id: str, text: str) -> dict:
+    def write(self, process_id: str, text: str, owner: str | None = None) -> dict:
+        self.check_owner(process_id, owner)
         answer = self.request({"op": "input", "id": process_id, "text": text})
         problem = answer.get("error")
         if problem == "finished":
@@ -617,14 +628,28 @@ class Processes:
             )
         return self.known(answer, process_id)
 
-    def kill(self, process_id: str, grace: float = PROCESS_GRACE) -> dict:
-        return self.ask({"op": "kill", "id": process_id, "grace": grace})
+    def kill(self, process_id: str, grace: float = PROCESS_GRACE, owner: str | None = None) -> dict:
+        self.check_owner(process_id, owner)
+        answer = self.request({"op": "kill", "ids": [process_id], "grace": grace})
+        return self.known(answer, process_id)["processes"][0]
 
-    def list(self) -> list[dict]:
-        """Every background process of this sandbox (running or ended)."""
+    def list(self, owner: str | None = None) -> list[dict]:
+        """The background processes (running or ended) of `owner`, or all of them."""
         if self._conn is None:
             return []
-        return self.request({"op": "list"}).get("processes", [])
+        listed = self.request({"op": "list"}).get("processes", [])
+        return [p for p in listed if owner is None or self._owners.get(p["process_id"]) == owner]
+
+    def stop_all(self, owner: str | None = None) -> list[dict]:
+        """Stop the running processes of `owner` (or all); the descriptions of those stopped."""
+        running = [p["process_id"] for p in self.list(owner) if p["running"]]
+        if not running:
+            return []
+        return self.request({"op": "kill", "ids": running, "grace": PROCESS_GRACE})["processes"]
+
+    def check_owner(self, process_id: str, owner: str | None) -> None:
+        if owner is not None and self._owners.get(process_id, owner) != owner:
+            raise ProcessError(f"there is no background process {process_id!r} in this run")
 
     def ask(self, request: dict) -> dict:
         return self.known(self.request(request), request["id"])

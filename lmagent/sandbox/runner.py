@@ -655,6 +655,8 @@ class JobServer:
             return self.start(req)
         if op == "list":
             return {"ok": True, "processes": [job.describe() for job in self.jobs.values()]}
+        if op == "kill":
+            return self.kill(req.get("ids") or [], float(req.get("grace") or 0))
         job = self.jobs.get(req.get("id"))
         if job is None:
             return {"ok": False, "error": f"no process {req.get('id')!r}"}
@@ -664,9 +666,6 @@ class JobServer:
             return dict(job.describe(), ok=True, output=text, skipped=skipped, next=job.total)
         if op == "input":
             return self.give_input(job, req.get("text") or "")
-        if op == "kill":
-            self.stop([job], float(req.get("grace") or 0))
-            return dict(job.describe(), ok=True)
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def start(self, req):
@@ -675,6 +674,13 @@ class JobServer:
         job = Job(req)
         self.jobs[job.id] = job
         return dict(job.describe(), ok=True)
+
+    def kill(self, ids, grace):
+        """Stop the jobs `ids` together; their descriptions."""
+        if not set(ids) <= set(self.jobs):
+            return {"ok": False, "error": f"no process {sorted(set(ids) - set(self.jobs))!r}"}
+        self.stop([self.jobs[i] for i in ids], grace)
+        return {"ok": True, "processes": [self.jobs[i].describe() for i in ids]}
 
     def give_input(self, job, text):
         if job.stdin_w is None:
