@@ -42,6 +42,7 @@ EXPECTED = {
     "scheduler": "scheduler pick-up latency (issue 6)",
     "realmodel": "agent overhead and tool-call validity against a real llama.cpp model (issue 8)",
     "checkpoints": "checkpoints versus a plain `git add -A && git commit` (issue 13)",
+    "queue": "distributed queue (RQ on Redis) versus the directory inbox (issue 17)",
     "processes": "cost of the leftover sweep per sandboxed command (issue 14)",
 }
 
