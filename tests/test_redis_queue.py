@@ -338,3 +338,29 @@ def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis
     assert status["queued"] == [] and status["running"] == []
     shown = cli("--scheduler-status", *args).stdout
     assert f"{task_id} not before" in shown
+
+
+def test_the_web_scheduler_panel_shows_the_queue(tmp_path, redis_server):
+    from lmagent.web.app import create_app
+
+    later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+    config = queue_config(tmp_path, redis_server.url)
+    task_id = redis_queue.submit(config, {"task": "report", "not_before": later})
+    client = create_app(config, {"PIN": "1234567890"}).test_client()
+    auth = {"Authorization": "Bearer 1234567890"}
+    panel = client.get("/api/scheduler", headers=auth).get_json()
+    assert (panel["kind"], panel["queue"]) == ("queue", redis_server.url)
+    assert [s["task_id"] for s in panel["scheduled"]] == [task_id]
+    details = client.get("/api/status?detail=1", headers=auth).get_json()["details"]
+    assert f"  {task_id} not before {panel['scheduled'][0]['not_before']}" in details
+    redis_server.kill()
+    panel = client.get("/api/scheduler", headers=auth).get_json()
+    assert panel["error"].startswith(f"cannot reach the queue at {redis_server.url}")
+
+
+def test_the_web_scheduler_panel_shows_the_inbox_without_a_queue(tmp_path):
+    from lmagent.web.app import create_app
+
+    client = create_app(make_config(tmp_path), {"PIN": "1234567890"}).test_client()
+    panel = client.get("/api/scheduler", headers={"Authorization": "Bearer 1234567890"})
+    assert panel.get_json()["kind"] == "inbox" and panel.get_json()["queued"] == 0

@@ -18,6 +18,7 @@ from lmagent.core.workspace import Workspace
 from lmagent.runtime import unisolated_warning, unsandboxed_auto_refusal
 from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import sandbox_summary
+from lmagent.scheduler.overview import overview, overview_lines
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
 from lmagent.web.auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, new_pin
 from lmagent.web.events import EventHub, stream
@@ -266,8 +267,13 @@ def _install_run_routes(app: Flask, runs: RunManager) -> None:
         info = {"version": VERSION, **runs.status()}
         info["sandbox_warning"] = unisolated_warning(runs.config)
         if request.args.get("detail") == "1":
-            info["details"] = runs.details()
+            info["details"] = runs.details() + overview_lines(runs.config)
         return jsonify(info)
+
+    @app.get("/api/scheduler")
+    def scheduler():
+        """The scheduler panel: the directory inbox's state, or the distributed queue's."""
+        return jsonify(overview(runs.config))
 
 
 def _install_session_routes(app: Flask, state: WebState) -> None:

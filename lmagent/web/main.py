@@ -90,6 +90,9 @@ def _host_scheduler(config: Config, runtime, app: Flask):
     from lmagent.scheduler.inbox import SchedulerLocked
     from lmagent.scheduler.service import start_background
 
+    if config.scheduler_queue:
+        print(f"scheduler: tasks run on the workers of {config.scheduler_queue}", flush=True)
+        return None
     runs = app.extensions["lmagent"].runs
     refusal = unsandboxed_auto_refusal(config, "auto", SCHEDULER_RUNS_AUTO)
     if refusal:
