@@ -6,6 +6,7 @@
 import { runCommand } from './commands.js';
 import { startEveryday } from './everyday.js';
 import { ChatLog } from './log.js';
+import { approvalBody, attachCheckpoints } from './review.js';
 import {
   Attachments,
   InputHistory,
@@ -19,7 +20,7 @@ import {
   startCollapsedOnPhones,
   toggleSide,
 } from './panels.js';
-import { $, api, clock, el, pretty, randomId } from './util.js';
+import { $, api, clock, el, randomId } from './util.js';
 
 const STREAM_EVENTS = [
   'run', 'session', 'token', 'thinking', 'tool_call', 'tool_result', 'status', 'iteration',
@@ -64,6 +65,7 @@ async function loadSession(id, limit) {
     return null;
   }
   log.transcript(limit === undefined ? data.transcript : data.transcript.slice(0, limit));
+  attachCheckpoints(log, id);
   return data;
 }
 
@@ -164,7 +166,7 @@ function showQuestion(event) {
     }
     card.append(el('div', 'question', 'Approve this plan?'), list);
   } else {
-    card.append(el('div', 'question', `Allow ${event.tool}?`), el('pre', null, pretty(event.arguments)));
+    card.append(el('div', 'question', `Allow ${event.tool}?`), approvalBody(event.tool, event.arguments));
   }
   const actions = el('div', 'actions');
   const choices = [
@@ -310,7 +312,7 @@ function show(type, event, run) {
     case 'token': log.token(event.text); break;
     case 'thinking': log.thinkingText(event.text); break;
     case 'tool_call': log.toolCall(event.id, event.name, event.arguments); break;
-    case 'tool_result': log.toolResult(event.id, event.name, event.result, event.success); break;
+    case 'tool_result': log.toolResult(event.id, event.name, event.result, event.success, event); break;
     case 'status': log.status(event.message); break;
     case 'permission_answered': log.status(`permission: ${event.decision}`); break;
     case 'error': log.error(event.message); break;

@@ -1,6 +1,7 @@
 // The chat log: messages, streamed tokens, thinking, tool rows, sub-agent rows and endings.
 
 import { clock, el, localTime, oneLine, pretty, renderMarkdown, shortArgs } from './util.js';
+import { changeView, resultView } from './review.js';
 
 const ENDINGS = {
   completed: 'Done',
@@ -153,14 +154,24 @@ export class ChatLog {
     return row;
   }
 
-  toolResult(id, name, result, success) {
+  toolResult(id, name, result, success, event = {}) {
     const row = this.tools.get(id) || this.toolCall(id, name, '');
     row.details.classList.remove('pending');
     row.details.classList.add(success ? 'ok' : 'fail');
     row.summary.querySelector('.tool-icon').textContent = success ? '✓' : '✗';
     const error = result && typeof result === 'object' ? result.error : '';
     if (!success && error) row.summary.append(el('span', 'tool-error', oneLine(error, 120)));
-    row.body.append(el('div', 'label', 'result'), el('pre', null, pretty(result)));
+    row.body.append(el('div', 'label', 'result'), resultView(result));
+    if (result && typeof result === 'object' && typeof result.output === 'string') row.details.open = true;
+    if (event.step) this.change(id, event.session_id, event, event.diff);
+  }
+
+  // A changing step's diff and "Restore files to here", shown under its tool row.
+  change(id, sessionId, step, diff) {
+    const row = this.tools.get(id);
+    if (!row || row.change) return;
+    row.change = changeView(sessionId, step, diff, (text) => this.note(text));
+    row.details.after(row.change);
   }
 
   subAgent(event) {
