@@ -8,7 +8,10 @@ import re
 
 import pytest
 
+from lmagent.loop.permissions import NobodyToAsk, PermissionGate
+from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
+from tests.conftest import make_config
 from tests.pty_terminal import cli_with_terminal
 from tests.scripted_llm import call, error, text, tool_call, tool_calls
 from tests.test_cli import Running, cli, cli_env, only_session
@@ -260,3 +263,25 @@ def test_submit_says_when_a_scheduler_runs_on_the_workspace(workspace, llm, runn
     done = cli(workspace, llm, "--submit", '{"task": "later"}', "--not-before", "2099-01-01T00:00Z")
     assert done.returncode == 0, done.stderr
     assert f"scheduler running on this workspace (pid {daemon.proc.pid})" in done.stderr
+
+
+# --------------------------------------------------------------------------- the loop itself
+
+
+def nobody(tool: str, arguments: dict) -> str:
+    raise NobodyToAsk(f"{tool}: nobody can answer")
+
+
+def test_the_loop_ends_blocked_when_nobody_can_answer_and_resumes_cleanly(workspace, llm):
+    config = make_config(workspace, llm, permission_mode="normal")
+    write = call("write", {"path": "a.txt", "content": "A"})
+    llm.add(tool_calls(call("read", {"path": "."}), write, call("mkdir", {"path": "d"})))
+    result = run_agent(config, "work", gate=PermissionGate("normal", nobody))
+    assert result.status == "blocked" and result.message == "write: nobody can answer"
+    assert not (workspace / "a.txt").exists() and not (workspace / "d").exists()
+    session = SessionStore(workspace).open(result.session_id)
+    results = [m for m in session.transcript if m.get("role") == "tool"]
+    assert len(results) == 3  # every call has its result: the session resumes without gaps
+    llm.add(text("TASK_COMPLETE"))
+    resumed = run_agent(config, "go on", session_id=result.session_id, ask=lambda t, a: "allow")
+    assert resumed.status == "completed"

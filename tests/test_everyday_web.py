@@ -188,6 +188,13 @@ def test_signing_out_everywhere_ends_every_devices_sign_in(app):
     assert laptop.get("/api/status").status_code == 401
 
 
+def test_signing_out_everywhere_needs_a_sign_in(app):
+    laptop = signed_in_client(app)
+    stranger = app.test_client()
+    assert stranger.post("/api/logout", json={"everywhere": True}).status_code == 401
+    assert laptop.get("/api/status").status_code == 200
+
+
 def test_signing_out_one_device_keeps_the_others(app):
     phone, laptop = signed_in_client(app), signed_in_client(app)
     assert phone.post("/api/logout", json={}).status_code == 200
