@@ -364,3 +364,26 @@ def test_the_web_scheduler_panel_shows_the_inbox_without_a_queue(tmp_path):
     client = create_app(make_config(tmp_path), {"PIN": "1234567890"}).test_client()
     panel = client.get("/api/scheduler", headers={"Authorization": "Bearer 1234567890"})
     assert panel.get_json()["kind"] == "inbox" and panel.get_json()["queued"] == 0
+
+
+def test_a_worker_stopped_mid_task_hands_it_over_and_the_session_resumes(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([text("working on it", delay=30), DONE]).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        task_id = redis_queue.submit(queue_config(workspace, redis_server.url), {"task": "long"})
+        first = workers(llm, "first")
+        llm.wait_for_requests(1, timeout=30)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(30) == 0
+        workers(llm, "second")
+        wait_for(lambda: outcomes(redis_server.url), 30, "the task to finish elsewhere")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        sessions = list((workspace / ".lmagent" / "sessions").glob("*.meta.json"))
+        assert len(sessions) == 1 and record["session_id"] in sessions[0].name
+        assert len(llm.requests) == 2
+    finally:
+        llm.stop()

@@ -47,9 +47,15 @@ def push_result(target: Path, task_id: str) -> str:
     result = RESULT_PREFIX + task_id
     git("add", "--all", cwd=target)
     if git("status", "--porcelain", cwd=target).strip():
-        git(
-            "-c", "user.name=lmagent", "-c", "user.email=lmagent@localhost",
-            "commit", "--quiet", "-m", f"lmagent task {task_id}", cwd=target,
-        )  # fmt: skip
+        git(*identity(target), "commit", "--quiet", "-m", f"lmagent task {task_id}", cwd=target)
     git("push", "--quiet", "origin", f"HEAD:refs/heads/{result}", cwd=target)
     return result
+
+
+def identity(target: Path) -> list[str]:
+    """The worker's own git identity; a fallback only where it has none."""
+    try:
+        git("config", "user.email", cwd=target)
+        return []
+    except GitError:
+        return ["-c", "user.name=lmagent", "-c", "user.email=lmagent@localhost"]

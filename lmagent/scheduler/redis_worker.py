@@ -196,24 +196,38 @@ class AgentWorker(SimpleWorker):
     # ------------------------------------------------------------------ one task
 
     def run_current(self, payload: dict) -> dict:
+        """Run the task, push a git workspace's result, record the outcome: each step kept on
+        the job, so a retry (a dead worker, a failed push, a lost Redis reply) redoes only what
+        is missing."""
         job, workspace, _, _ = self.current
-        if isinstance(job.meta.get("outcome"), dict):
-            return job.meta["outcome"]  # finished before its worker could tell RQ
+        outcome = job.meta.get("outcome")
+        if not isinstance(outcome, dict):
+            outcome = self.timed_run(job, payload, workspace)
+            if outcome["status"] == STATUS_INTERRUPTED:
+                raise RuntimeError(f"interrupted: {outcome['error']}")  # RQ retries it
+            self.keep(job, outcome)
+        if "git" in payload["workspace"] and "branch" not in outcome:
+            from lmagent.scheduler.git_workspace import push_result
+
+            self.keep(job, {**outcome, "branch": push_result(workspace, job.id)})
+        if not job.meta.get("recorded"):
+            record_outcome(self.connection, job.meta["outcome"])
+            job.meta["recorded"] = True
+            job.save_meta()
+            self.say(f"worker: {outcome['status']} {job.id} (session {outcome['session_id']})")
+        return job.meta["outcome"]
+
+    @staticmethod
+    def keep(job, outcome: dict) -> None:
+        job.meta["outcome"] = outcome
+        job.save_meta()
+
+    def timed_run(self, job, payload: dict, workspace: Path) -> dict:
         config = self.config.with_changes(workspace=workspace)
         started = queue_time(self.connection)
         outcome = self.run_session(job, payload, config)
         outcome["started"] = started.isoformat()  # by the queue's clock, as every record
         outcome["duration_s"] = round((queue_time(self.connection) - started).total_seconds(), 3)
-        if "git" in payload["workspace"] and outcome["status"] != STATUS_INTERRUPTED:
-            from lmagent.scheduler.git_workspace import push_result
-
-            outcome["branch"] = push_result(workspace, job.id)
-        if outcome["status"] == STATUS_INTERRUPTED:
-            raise RuntimeError(f"interrupted: {outcome['error']}")  # RQ retries it
-        job.meta["outcome"] = outcome
-        job.save_meta()
-        record_outcome(self.connection, outcome)
-        self.say(f"worker: {outcome['status']} {job.id} (session {outcome['session_id']})")
         return outcome
 
     def run_session(self, job, payload: dict, config: Config) -> dict:
