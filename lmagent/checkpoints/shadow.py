@@ -165,7 +165,7 @@ class ShadowRepo:
                      "--pathspec-file-nul", stdin="\0".join(pathspecs).encode())  # fmt: skip
             problems = []
         except CheckpointError as exc:  # an unreadable file: the rest is still staged
-            problems = [f"some files could not be read and were not kept: {exc}"]
+            problems = [f"not every file could be kept: {exc}"]
         size = MAX_FILE_BYTES // 2**20
         return [f"{path}: larger than {size} MB, not kept" for path in large] + problems
 
