@@ -27,7 +27,10 @@ export async function checkServer() {
   pill.textContent = STATES[info.state] || info.state;
   pill.className = `pill server-${info.state}`;
   pill.title = info.url || '';
-  if (info.model !== undefined) $('server-model').textContent = info.model || '(the loaded model)';
+  if (info.model !== undefined) {
+    const unknown = info.state === 'unreachable' ? 'unknown' : '(the loaded model)';
+    $('server-model').textContent = info.model || unknown;
+  }
   if (info.workspace) $('server-workspace').textContent = info.workspace;
   if (info.sandbox) $('server-sandbox').textContent = info.sandbox;
   const down = $('server-down');
