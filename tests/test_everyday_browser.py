@@ -11,7 +11,7 @@ import pytest
 
 from lmagent.sessions.store import SessionStore
 from tests.conftest import make_config
-from tests.scripted_llm import text
+from tests.scripted_llm import ScriptedLLM, text
 from tests.test_cli import closed_port_url
 from tests.test_web_browser import OUTPUT, PNG, Page, browser  # noqa: F401 - the fixture
 from tests.test_web_support import WebHarness
@@ -243,3 +243,22 @@ def test_a_sign_in_survives_a_restart_and_sign_out_all_ends_every_device(tabs, w
         phone.page.wait_for_selector("#pin")
     stored = json.loads((workspace / ".lmagent" / "web_sessions.json").read_text())
     assert stored == {}
+
+
+def test_the_server_state_is_rechecked_while_the_page_is_open(tabs, workspace):
+    server = ScriptedLLM().start()
+    try:
+        with WebHarness(make_config(workspace, server), SERVER_RECHECK=0) as web:
+            tab = tabs(web)
+            tab.sign_in()
+            tab.wait_text("#server-state", "server ready")
+            server.stop()
+            tab.page.wait_for_function(  # a tab shown again rechecks at once
+                "() => { document.dispatchEvent(new Event('visibilitychange'));"
+                " return document.querySelector('#server-state').textContent"
+                ".includes('unreachable'); }",
+                polling=200,
+            )
+            assert "cannot reach the LLM server" in tab.page.text_content("#server-down")
+    finally:
+        server.stop()

@@ -45,6 +45,7 @@ DEFAULTS = {
     "MAX_STREAMS": MAX_STREAMS,
     "MAX_FAILURES": 5,
     "FAILURE_WINDOW": 15 * 60,
+    "SERVER_RECHECK": 10.0,  # seconds between probes of the LLM server for the page's header
 }
 
 
@@ -87,7 +88,7 @@ def create_app(config: Config, test_config: dict | None = None, *, runtime=None)
     _install_pages(app, state)
     _install_api(app, state)
     _install_files(app, state)
-    _install_everyday(app, state, ServerHealth(config))
+    _install_everyday(app, state, ServerHealth(config, app.config["SERVER_RECHECK"]))
     app.register_blueprint(review_blueprint(state.workspace))
     return app
 
