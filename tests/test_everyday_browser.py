@@ -150,6 +150,8 @@ def test_sessions_are_titled_searched_renamed_and_deleted(tabs, web, workspace):
     assert session_names(tab) == ["write the release notes"]
     tab.page.click("button[aria-label='Rename write the release notes']")
     tab.wait_text(".session-item .task", "Release notes v2")
+    tab.page.click(".session-item >> text=Release notes v2")
+    tab.wait_text("#view-banner-text", "Release notes v2 — typing continues it")
     tab.page.fill("#session-search", "")
     tab.page.click("button[aria-label='Delete tidy the photos folder']")
     tab.page.wait_for_function(

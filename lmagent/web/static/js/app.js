@@ -64,6 +64,8 @@ async function loadSession(id, limit) {
     log.note(data.error || 'cannot open that session');
     return null;
   }
+  const name = (data.meta.title || data.meta.task || id).replace(/\s+/g, ' ');
+  $('view-banner-text').textContent = `${name.slice(0, 80)} — typing continues it`;
   log.transcript(limit === undefined ? data.transcript : data.transcript.slice(0, limit));
   attachCheckpoints(log, id);
   return data;
