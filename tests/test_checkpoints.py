@@ -207,6 +207,8 @@ def test_snapshots_honour_gitignore_skip_lmagent_and_note_large_files(workspace)
     kept = checkpoints.repo.git("ls-tree", "-r", "--name-only", snapshot.commit).split()
     assert kept == [".gitignore", "src.py"]
     assert snapshot.notes == ["big.dat: larger than 10 MB, not kept"]
+    latest = checkpoints.repo.git("rev-parse", "--verify", "refs/checkpoints/latest")
+    assert latest.strip() == snapshot.commit  # git reads the ref: every snapshot is reachable
 
     (workspace / "src.py").write_text("x = 2\n")
     (workspace / "build" / "out.bin").write_text("changed")

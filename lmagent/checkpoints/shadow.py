@@ -150,8 +150,17 @@ class ShadowRepo:
         parent = self.latest()
         parents = ["-p", parent] if parent else []
         commit = self.git("commit-tree", staged.tree, *parents, "-m", message).strip()
-        self.git("update-ref", LATEST, commit)
+        self.set_latest(commit)
         return Snapshot(commit, staged.tree, staged.notes)
+
+    def set_latest(self, commit: str) -> None:
+        """Point the latest ref at `commit`, written as git writes a loose ref (one process
+        less per snapshot than `git update-ref`; the caller holds the checkpoint lock)."""
+        ref = self.git_dir / LATEST
+        staged = self.git_dir / "latest.new"
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        staged.write_text(commit + "\n")
+        os.replace(staged, ref)
 
     def stage(self) -> list[str]:
         """Bring the shadow index in line with the workspace, minus new files too large to
