@@ -40,11 +40,34 @@ MCP_TOOL = {
         },
     },
 }
-REF_TOOL = {
+NODE = {"type": "object", "properties": {"child": {"$ref": "#/$defs/node"}}}
+REF_TOOL = {  # a recursive reference: no grammar can be written out for it
     "type": "function",
     "function": {
         "name": "mcp_x_refs",
-        "parameters": {"type": "object", "properties": {"node": {"$ref": "#/$defs/node"}}},
+        "parameters": {
+            "type": "object",
+            "properties": {"node": {"$ref": "#/$defs/node"}},
+            "$defs": {"node": NODE},
+        },
+    },
+}
+PYDANTIC_TOOL = {  # what FastMCP sends for an argument that is a pydantic model
+    "type": "function",
+    "function": {
+        "name": "mcp_db_find",
+        "parameters": {
+            "type": "object",
+            "properties": {"where": {"$ref": "#/$defs/Where"}},
+            "required": ["where"],
+            "$defs": {
+                "Where": {
+                    "type": "object",
+                    "properties": {"field": {"type": "string"}, "equals": {"type": "integer"}},
+                    "required": ["field", "equals"],
+                }
+            },
+        },
     },
 }
 
@@ -112,6 +135,14 @@ def test_the_schema_admits_one_valid_call_of_an_offered_tool_or_an_answer(worksp
         [{"name": "read", "arguments": {"path": "a"}}],  # two calls at once
     ]
     assert [admitted(schema, reply) for reply in refused] == [False] * len(refused)
+
+
+def test_references_to_definitions_are_written_out():
+    schema = reply_schema([PYDANTIC_TOOL])
+    assert "$ref" not in json.dumps(schema)
+    good = {"name": "mcp_db_find", "arguments": {"where": {"field": "id", "equals": 3}}}
+    assert admitted(schema, good)
+    assert not admitted(schema, {"name": "mcp_db_find", "arguments": {"where": {"field": "id"}}})
 
 
 def test_a_tool_whose_schema_cannot_be_expressed_takes_any_arguments_alone(workspace):
@@ -217,6 +248,7 @@ def test_a_call_cut_off_at_max_tokens_is_asked_again_once(constrained, llm, work
     assert result.status == "completed" and (workspace / "a.txt").read_text() == "whole"
     assert llm.requests[0]["messages"] == llm.requests[1]["messages"]  # the same question
     assert sum("cut off" in s for s in statuses(events)) == 1
+    assert not any("restarted differently" in s for s in statuses(events))
 
 
 def test_a_call_cut_off_twice_is_never_run(constrained, llm, workspace):

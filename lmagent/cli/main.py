@@ -203,9 +203,12 @@ def with_embedded_model(args: argparse.Namespace, config) -> int:
     """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
     from lmagent.llm.embedded import EmbeddedError, EmbeddedServer, resolve_model
 
+    def progress(text: str) -> None:
+        print(f"· {text}", file=sys.stderr, flush=True)
+
     try:
-        server = EmbeddedServer(resolve_model(config.embedded_model))
-        server.start(progress=lambda text: print(f"· {text}", file=sys.stderr, flush=True))
+        server = EmbeddedServer(resolve_model(config.embedded_model, progress))
+        server.start(progress=progress)
     except EmbeddedError as exc:
         raise CliError(str(exc)) from None
     try:

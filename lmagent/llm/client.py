@@ -243,6 +243,11 @@ class _StreamState:
         self.started = time.monotonic()
         self.view: AnswerStream | None = None  # a constrained reply: only its answer is shown
 
+    def ask_anew(self) -> None:
+        """The same question asked again on purpose: a different reply is no surprise."""
+        self.content, self.filter = _Shown(), ThinkFilter()
+        self.view = self.view and AnswerStream()
+
     def restart(self) -> None:
         self.content.current = self.thought.current = ""
         self.content.looked_at = self.thought.looked_at = 0
@@ -565,6 +570,7 @@ class LLMClient:
                     return self.last_reply
                 tries["cut off"] = 1
                 callbacks.on_status("the reply was cut off before it was complete; asking again")
+                state.ask_anew()
             except LLMError as exc:
                 self._recover(exc, tries, state.started, callbacks, stop)
             state.restart()

@@ -9,9 +9,9 @@ the finished object into a native-looking tool call or the answer text, so the h
 stays in the normal chat form.
 
 Tool schemas are converted to what the servers' JSON-schema grammars support (types, properties,
-required, items, enum, const, anyOf/oneOf, bounds). A tool whose schema cannot be expressed that
-way ($ref, allOf, not, pattern properties, ...) keeps its name constrained and takes any object
-as arguments: the tool registry still checks them.
+required, items, enum, const, anyOf/oneOf, bounds; local $refs written out). A tool whose schema
+cannot be expressed that way (a recursive $ref, allOf, not, pattern properties, ...) keeps its
+name constrained and takes any object as arguments: the tool registry still checks them.
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def reply_schema(tools: list[dict]) -> dict:
 
 def _call_schema(function: dict) -> dict:
     try:
-        arguments = _convert(function.get("parameters") or ANY_OBJECT)
+        parameters = function.get("parameters") or ANY_OBJECT
+        arguments = _convert(parameters, _definitions(parameters))
     except Unexpressible:
         arguments = ANY_OBJECT  # this tool alone loses its argument grammar
     return {
@@ -60,24 +61,33 @@ def _call_schema(function: dict) -> dict:
     }
 
 
-def _convert(schema: object) -> dict:
-    """A JSON schema in the subset grammars support; Unexpressible when that loses meaning."""
+def _definitions(schema: dict) -> dict:
+    """The named sub-schemas a tool's schema refers to ($defs; pydantic writes them)."""
+    found = schema.get("$defs") or schema.get("definitions") or {}
+    return found if isinstance(found, dict) else {}
+
+
+def _convert(schema: object, defs: dict, seen: tuple[str, ...] = ()) -> dict:
+    """A JSON schema in the subset grammars support, references to `defs` written out;
+    Unexpressible when that loses meaning (or a reference refers back to itself)."""
     if schema is True or schema == {}:
         return {}
     if not isinstance(schema, dict):
         raise Unexpressible(f"not a schema: {schema!r}")
+    if "$ref" in schema:
+        return _referred(schema["$ref"], defs, seen)
     out: dict = {}
     for key, value in schema.items():
-        if key in _ANNOTATIONS:
+        if key in _ANNOTATIONS or key in ("$defs", "definitions"):
             continue
         if key == "type":
             out[key] = _checked_type(value)
         elif key in ("anyOf", "oneOf"):
-            out["anyOf"] = [_convert(option) for option in value]
+            out["anyOf"] = [_convert(option, defs, seen) for option in value]
         elif key == "properties":
-            out[key] = {name: _convert(sub) for name, sub in value.items()}
+            out[key] = {name: _convert(sub, defs, seen) for name, sub in value.items()}
         elif key == "items":
-            out[key] = _convert(value)
+            out[key] = _convert(value, defs, seen)
         elif key in ("required", "enum", "const", *_BOUNDS):
             out[key] = value
         elif key == "additionalProperties" and isinstance(value, bool):
@@ -87,6 +97,14 @@ def _convert(schema: object) -> dict:
     if "properties" in out:
         out["additionalProperties"] = False
     return out
+
+
+def _referred(ref: object, defs: dict, seen: tuple[str, ...]) -> dict:
+    name = ref.rsplit("/", 1)[-1] if isinstance(ref, str) else ""
+    local = isinstance(ref, str) and ref.startswith(("#/$defs/", "#/definitions/"))
+    if not local or name not in defs or name in seen:
+        raise Unexpressible(f"the reference {ref!r} cannot be written out")
+    return _convert(defs[name], defs, (*seen, name))
 
 
 def _checked_type(value: object) -> str | list[str]:

