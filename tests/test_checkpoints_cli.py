@@ -137,3 +137,18 @@ def test_the_terminal_shows_each_change_as_a_coloured_diff(workspace, llm):
     assert "\x1b[31m    │ -print('one')\n" in shown
     assert "\x1b[32m    │ +print('two')\n" in shown
     assert "\x1b[36m    │ @@ -1 +1 @@" in shown
+
+
+def test_a_permission_prompt_shows_the_change_or_the_command_it_asks_about():
+    out = Tty()
+    terminal = TerminalIO(out=out, err=out, inp=io.StringIO("y\nn\ny\n"))
+    write = {"path": "app.py", "content": "import sys\n\n\ndef main():\n    pass\n"}
+    assert terminal.ask("write", write) == "allow"
+    edit = {"path": "app.py", "search": "pass", "replace": "return 0"}
+    assert terminal.ask("edit", edit) == "deny"
+    assert terminal.ask("shell", {"command": "python3 app.py --check"}) == "allow"
+    shown = out.getvalue()
+    assert "\x1b[32m    │ +def main():\n" in shown and '"content"' not in shown
+    assert "\x1b[31m    │ -pass\n" in shown and "\x1b[32m    │ +return 0\n" in shown
+    assert "    │ $ python3 app.py --check\n" in shown
+    assert "? allow write  [y]es / [n]o / [a]uto" in shown

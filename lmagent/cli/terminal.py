@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmagent.cli.display import result_lines
+from lmagent.cli.display import approval_lines, result_lines
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
@@ -178,8 +178,11 @@ class TerminalIO:
         if tool == "plan":  # the plan itself was just streamed as the model's reply
             self.line("? carry out this plan  [y]es / [n]o", "bold")
         else:
-            summary = json.dumps(arguments, ensure_ascii=False)[:300]
-            self.line(f"? allow {tool} {summary}  [y]es / [n]o / [a]uto", "bold")
+            preview = approval_lines(tool, arguments)
+            for text, colour in preview:
+                self.line(text, colour)
+            summary = "" if preview else " " + json.dumps(arguments, ensure_ascii=False)[:300]
+            self.line(f"? allow {tool}{summary}  [y]es / [n]o / [a]uto", "bold")
         self.asking = True
         try:
             answer = self.inp.readline()
