@@ -38,8 +38,8 @@ from lmagent.llm.client import (
     LLMTimeout,
     LLMUnreachable,
 )
-from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.llm.tokens import estimate_tokens
+from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
