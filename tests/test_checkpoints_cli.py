@@ -44,7 +44,7 @@ def test_checkpoints_undo_and_restore_from_the_command_line(workspace, llm):
     listed = cli(workspace, llm, "--checkpoints", session_id)
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == ["1", "2"]
+    assert [line[:4] for line in lines] == ["1   ", "2   "]  # each line starts with its step
     assert "write" in lines[0] and "edit" in lines[1] and lines[1].endswith("app.py")
     as_json = cli(workspace, llm, "--checkpoints", "--json")  # the newest session
     assert [json.loads(line)["tool"] for line in as_json.stdout.splitlines()] == ["write", "edit"]
@@ -91,7 +91,7 @@ def test_repl_checkpoints_and_undo(workspace, llm):
     repl = Repl(make_config(workspace, llm), argparse.Namespace(resume=None, plan=False), terminal)
     assert repl.loop() == 0
     shown = out.getvalue()
-    assert "  1  " in shown and "  2  " in shown
+    assert "\n1   " in shown and "\n2   " in shown
     assert "restored the files to before step 2" in shown
     assert "restored the files to before step 3" in shown  # the second /undo undid the first
     assert "usage: /undo" in shown

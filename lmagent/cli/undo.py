@@ -36,7 +36,7 @@ def step_line(step: dict) -> str:
         tool = f"restore (to before step {step.get('restored_step')})"
     files = step.get("changed") or []
     shown = ", ".join(files[:6]) + (f" (+{len(files) - 6} more)" if len(files) > 6 else "")
-    return f"{step['step']:>3}  {when}  {tool:<10}  {shown}"
+    return f"{step['step']:<3} {when}  {tool:<10}  {shown}"
 
 
 def restore(workspace: Path, session_id: str | None, step: int | None, force: bool) -> str:
