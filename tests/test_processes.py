@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from lmagent.tools.registry import Services
 from lmagent.tools.toolset import build_toolset
 from tests.conftest import ROOT, make_config, tool_context
 from tests.scripted_llm import text, tool_call
+from tests.test_web_browser import Page, browser  # noqa: F401 (a fixture)
+from tests.test_web_support import WebHarness
 
 pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
 
@@ -120,6 +123,16 @@ def test_background_process_survives_foreground_commands_and_its_leftovers_go(sa
     assert count_matching(sandbox, "sleep 778[12]") == 2
     sandbox.processes.kill(job["process_id"])
     assert count_matching(sandbox, "sleep 778[12]") == 0
+
+
+def test_the_sandbox_outlives_the_thread_that_started_it(sandbox):
+    """A web run's thread ends with the run; the sandbox and its processes must not."""
+    started = {}
+    opener = threading.Thread(target=lambda: started.update(sandbox.processes.start("sleep 300")))
+    opener.start()
+    opener.join()
+    assert sandbox.processes.output(started["process_id"])["running"] is True
+    assert sandbox.run("echo still here").output == "still here\n"
 
 
 def test_input_and_exit_code(sandbox):
@@ -381,3 +394,37 @@ def test_json_events_tell_process_start_and_stop(require_backend, workspace, llm
     assert finished[0]["stopped_processes"] == [
         {"process_id": "p1", "command": "echo up; sleep 300"}
     ]
+
+
+TICKER = "for i in $(seq 1 600); do echo tick-$i; sleep 0.1; done"
+
+
+@pytest.mark.browser
+def test_web_panel_shows_live_output_and_stops_a_process(browser, require_backend, workspace, llm):  # noqa: F811
+    require_backend("bwrap")
+    llm.add(
+        tool_call("shell", {"command": TICKER, "background": True}),
+        text("Stopped waiting.\nTASK_COMPLETE", delay=60),  # the run stays active meanwhile
+    )
+    with WebHarness(make_config(workspace, llm, sandbox_backend="bwrap")) as web:
+        tab = Page(browser, web, viewport={"width": 1280, "height": 800})
+        try:
+            tab.sign_in()
+            tab.send("start the ticker")
+            tab.wait_text("#processes .process.running .process-output", "tick-3")
+            tab.wait_text("#processes .process-output", "tick-20")  # it follows the output
+            assert tab.page.text_content("#processes .pill") == "p1"
+            tab.page.click("#processes .process-stop")
+            tab.wait_text("#processes .process-state", "exited 143")
+            assert tab.page.locator("#processes .process-stop").count() == 0
+            http = web.session()
+            assert http.post(web.base + "/api/stop", timeout=5).json()["stopping"]
+            web.wait_idle()
+            missing = http.post(web.base + "/api/processes/p9/kill", timeout=5)
+            assert (missing.status_code, missing.json()) == (
+                404,
+                {"error": "there is no background process 'p9'"},
+            )
+            assert tab.console == []
+        finally:
+            tab.close()

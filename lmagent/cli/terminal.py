@@ -23,7 +23,7 @@ from lmagent.runtime import shared_runtime
 from lmagent.scheduler.inbox import SchedulerLocked
 from lmagent.scheduler.service import BackgroundScheduler, start_background, status_lines
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
-from lmagent.tools.processes import kill_process, process_lines
+from lmagent.tools.processes import ProcessError, kill_process, process_lines
 
 EXIT_CODES = {
     "completed": 0,
@@ -573,7 +573,10 @@ class Repl:
         if not arg:
             self.io.line("usage: /kill ID (the ids are in /ps)", "red")
             return
-        self.io.line(kill_process(self.runtime.services, arg))
+        try:
+            self.io.line(kill_process(self.runtime.services, arg))
+        except ProcessError as exc:
+            self.io.line(str(exc), "red")
 
     def cmd_status(self, arg: str) -> None:
         """Show model, workspace, mode, sandbox, MCP, the session and the scheduler."""

@@ -5,6 +5,7 @@ Both start ``sandbox/runner.py`` once as a child process and talk to it over pip
 
 from __future__ import annotations
 
+import concurrent.futures
 import errno
 import functools
 import hashlib
@@ -42,12 +43,19 @@ TMP_SIZE = 256 * 1024 * 1024
 HOME_SIZE = 64 * 1024 * 1024
 
 
+# Runners are started from this one thread, which lives as long as the agent: bwrap's
+# --die-with-parent fires when the thread that started it ends, not the process (a web run's
+# thread ending would take the sandbox, and its background processes, with it).
+SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawner")
+
+
 class PipeTransport:
     """The runner as a child process, spoken to over its stdin/stdout."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, cgroup_procs=None):
         self.cgroup_procs = cgroup_procs  # removed with the runner, when nothing is left in it
-        self.proc = subprocess.Popen(
+        self.proc = SPAWNER.submit(
+            subprocess.Popen,
             argv,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -56,7 +64,7 @@ class PipeTransport:
             cwd=cwd,
             start_new_session=True,  # Ctrl+C in the agent's terminal must not reach it
             preexec_fn=(lambda: join_cgroup(cgroup_procs)) if cgroup_procs else None,
-        )
+        ).result()
         os.set_blocking(self.proc.stderr.fileno(), False)
 
     def fileno(self) -> int:

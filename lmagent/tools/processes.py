@@ -11,6 +11,8 @@ from lmagent.sandbox.base import ProcessError, Processes, SandboxUnavailable
 from lmagent.tools.registry import Services, ToolContext, ToolError
 
 SHOWN = ("process_id", "running", "exit_code", "output", "next", "skipped", "log", "written")
+PANEL_PROCESSES = 8  # processes the web panel shows at most
+PANEL_OUTPUT = 4000  # bytes of the end of each one's output it shows
 TIMEOUT_HINT = (
     "; a command that needs longer (a server, a watcher, a long build or test run) can run "
     "with shell background=true and be followed with process_output"
@@ -146,12 +148,27 @@ def process_lines(services: Services) -> list[str]:
 
 
 def kill_process(services: Services, process_id: str) -> str:
-    """For /kill ID: stop a background process (the user's call: any run's)."""
+    """For /kill ID and the web panel's Stop: stop a background process (the user's call: any
+    run's); what happened, in one line. Raises ProcessError for an unknown id."""
     sandbox = services.running_sandbox()
     if sandbox is None:
-        return "no background processes"
-    try:
-        stopped = sandbox.processes.kill(process_id)
-    except ProcessError as exc:
-        return str(exc)
+        raise ProcessError(f"there is no background process {process_id!r}")
+    stopped = sandbox.processes.kill(process_id)
     return f"{process_id} stopped (exit code {stopped['exit_code']})"
+
+
+def process_views(services: Services) -> list[dict]:
+    """For the web panel: the latest processes, newest first, each with the end of its output."""
+    sandbox = services.running_sandbox()
+    try:
+        listed = sandbox.processes.list() if sandbox is not None else []
+        views = []
+        for p in reversed(listed[-PANEL_PROCESSES:]):
+            since = max(0, p["output_bytes"] - PANEL_OUTPUT)
+            output = sandbox.processes.output(p["process_id"], since)["output"]
+            log = Path(p["log"]).relative_to(services.config.workspace).as_posix()
+            keys = ("process_id", "command", "running", "exit_code")
+            views.append({**{k: p[k] for k in keys}, "output": output, "log": log})
+    except ProcessError:
+        return []
+    return views

@@ -24,6 +24,7 @@ from lmagent.web.auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, 
 from lmagent.web.events import EventHub, stream
 from lmagent.web.files import FileProblem, describe_file, list_directory, raw_file, save_upload
 from lmagent.web.health import ServerHealth
+from lmagent.web.processes import processes_blueprint
 from lmagent.web.review import review_blueprint
 from lmagent.web.runs import Busy, RunManager
 from lmagent.web.server import MAX_STREAMS
@@ -90,6 +91,7 @@ def create_app(config: Config, test_config: dict | None = None, *, runtime=None)
     _install_files(app, state)
     _install_everyday(app, state, ServerHealth(config, app.config["SERVER_RECHECK"]))
     app.register_blueprint(review_blueprint(state.workspace))
+    app.register_blueprint(processes_blueprint(state.runs.services))
     return app
 
 
