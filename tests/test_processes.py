@@ -135,6 +135,15 @@ def test_the_sandbox_outlives_the_thread_that_started_it(sandbox):
     assert sandbox.run("echo still here").output == "still here\n"
 
 
+def test_a_background_process_gets_no_secret_and_cannot_write_lmagent(sandbox, monkeypatch):
+    monkeypatch.setenv("LLM_API_KEY", "sekrit-7f3a")
+    job = sandbox.processes.start("env; echo x > .lmagent/planted || echo refused")
+    ended = wait_until(lambda: ended_output(sandbox, job["process_id"]))
+    assert "sekrit-7f3a" not in ended["output"]
+    assert ended["output"].endswith("refused\n")
+    assert not (sandbox.workspace / ".lmagent" / "planted").exists()
+
+
 def test_input_and_exit_code(sandbox):
     job = sandbox.processes.start("read -r name; echo hello $name; exit 3")
     sandbox.processes.write(job["process_id"], "world\n")
