@@ -32,6 +32,7 @@ SHADOW_CONFIG = (
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
     ("core.untrackedCache", "true"),
+    ("core.splitIndex", "true"),  # a snapshot rewrites the few changed entries, not the index
     ("core.autocrlf", "false"),
     ("core.safecrlf", "false"),
     ("core.quotePath", "false"),
