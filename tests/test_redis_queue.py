@@ -216,6 +216,7 @@ def test_a_workspace_missing_on_every_worker_fails_with_each_reason(
         job = redis_queue.rq_queue(redis_queue.connect(redis_server.url)).fetch_job(task_id)
         assert f"workspace {missing} is not a directory on this worker" in job.meta["refused"][0]
         assert len(job.meta["refused"]) == redis_queue.MAX_TRIES
+        assert job.latest_result().exc_string.startswith("no worker could run it: ")
         assert llm.requests == []
     finally:
         llm.stop()
@@ -290,8 +291,13 @@ def test_a_poisoned_task_is_failed_after_its_tries_with_the_error(tmp_path, redi
 
 
 def test_a_waiting_session_wakes_on_a_free_worker_and_resumes(tmp_path, redis_server, workers):
-    wake_at = (datetime.now(timezone.utc) + timedelta(seconds=2)).isoformat()
-    llm = ScriptedLLM([text(f"WAIT: {wake_at}: the build runs"), DONE]).start()
+    asked: list[datetime] = []
+
+    def wait_a_little(body: dict) -> dict:  # the wake-up time is set when the run asks
+        asked.append(datetime.now(timezone.utc) + timedelta(seconds=1.5))
+        return {"content": f"WAIT: {asked[0].isoformat()}: the build runs"}
+
+    llm = ScriptedLLM([wait_a_little, DONE]).start()
     try:
         workspace = tmp_path / "shared"
         workspace.mkdir()
@@ -302,7 +308,7 @@ def test_a_waiting_session_wakes_on_a_free_worker_and_resumes(tmp_path, redis_se
         first, woken = outcomes(redis_server.url)
         assert (first["status"], woken["status"]) == ("waiting", STATUS_COMPLETED)
         assert woken["session_id"] == first["session_id"]
-        assert datetime.fromisoformat(woken["started"]) >= datetime.fromisoformat(wake_at)
+        assert datetime.fromisoformat(woken["started"]) >= asked[0]
         assert len(llm.requests) == 2
     finally:
         llm.stop()
@@ -385,5 +391,26 @@ def test_a_worker_stopped_mid_task_hands_it_over_and_the_session_resumes(
         sessions = list((workspace / ".lmagent" / "sessions").glob("*.meta.json"))
         assert len(sessions) == 1 and record["session_id"] in sessions[0].name
         assert len(llm.requests) == 2
+    finally:
+        llm.stop()
+
+
+def test_foreign_and_malformed_jobs_are_failed_and_never_run(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([]).start()
+    try:
+        planted = tmp_path / "planted"
+        config = queue_config(tmp_path, redis_server.url)
+        queue = redis_queue.rq_queue(redis_queue.connect(redis_server.url))
+        foreign = queue.enqueue("os.system", f"touch {planted}")
+        nowhere = redis_queue.enqueue(queue, {"task": "x", "mode": "auto", "workspace": 7})
+        workers(llm, "a")
+        wait_for(lambda: len(redis_queue.status(config)["failed"]) == 2, 40, "both to fail")
+        foreign.refresh()
+        assert "not an lmagent task (os.system); never run" in foreign.latest_result().exc_string
+        nowhere.refresh()
+        assert "the task names no workspace path or git remote: 7" in (
+            nowhere.latest_result().exc_string
+        )
+        assert not planted.exists() and llm.requests == []
     finally:
         llm.stop()

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from redis.exceptions import LockNotOwnedError
 from rq import SimpleWorker
-from rq.job import JobStatus
+from rq.job_lifecycle import record_job_failure
 from rq.serializers import JSONSerializer
 
 from lmagent.core.config import Config
@@ -32,6 +33,7 @@ from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
 from lmagent.loop.permissions import PermissionGate
 from lmagent.scheduler.redis_queue import (
+    JOB_FUNCTION,
     MAX_TRIES,
     QueueError,
     connect,
@@ -91,10 +93,13 @@ class AgentWorker(SimpleWorker):
 
     def execute_job(self, job, queue) -> None:
         """Take the task's leases and workspace, run it with heartbeats, or leave it."""
-        payload = job.kwargs["payload"]
+        if job.func_name != JOB_FUNCTION:  # whoever can write to Redis must not pick the code
+            self.fail(job, queue, f"not an lmagent task ({job.func_name}); never run")
+            return
+        where = (job.kwargs.get("payload") or {}).get("workspace")
         try:
-            workspace = self.workspace_for(job.id, payload["workspace"])
-            leases = self.take_leases(job.id, payload["workspace"])
+            workspace = self.workspace_for(job.id, where)
+            leases = self.take_leases(job.id, where)
         except Refused as exc:
             self.give_back(job, queue, exc)
             return
@@ -142,7 +147,7 @@ class AgentWorker(SimpleWorker):
                 for lease in leases:
                     lease.reacquire()
             except Exception as exc:  # Redis restarting: try again next beat
-                if type(exc).__name__ == "LockNotOwnedError":
+                if isinstance(exc, LockNotOwnedError):
                     run_stop.stop(f"lost the lease of task {job.id}")
                 self.say(f"worker: heartbeat failed: {type(exc).__name__}: {exc}")
 
@@ -152,32 +157,45 @@ class AgentWorker(SimpleWorker):
         reasons = job.meta.setdefault("refused", [])
         if refused.counts:
             reasons.append(f"{self.name}: {refused}")
+        if len(reasons) >= MAX_TRIES:
+            self.fail(job, queue, "no worker could run it: " + "; ".join(reasons))
+            return
         self.say(f"worker: left {job.id} for another worker: {refused}")
+        job.save_meta()
         with self.connection.pipeline() as pipeline:
             pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
-            job.save_meta()
-            if len(reasons) >= MAX_TRIES:
-                error = "no worker could reach its workspace: " + "; ".join(reasons)
-                queue.failed_job_registry.add(job, exc_string=error, pipeline=pipeline)
-                job.set_status(JobStatus.FAILED, pipeline=pipeline)
-            else:
+            if refused.counts:  # offered again a little later, by the queue's clock
                 when = queue_time(self.connection) + timedelta(seconds=GIVE_BACK_DELAY)
                 queue.schedule_job(job, when, pipeline=pipeline)
+            else:  # only busy: BUSY_WAIT has paced it; to the back of the queue at once
+                queue.enqueue_job(job, pipeline=pipeline)
+            pipeline.execute()
+
+    def fail(self, job, queue, error: str) -> None:
+        """Move a task that cannot run to RQ's failed-job registry, with the reason."""
+        self.say(f"worker: failed {job.id}: {error}")
+        job.save_meta()
+        with self.connection.pipeline() as pipeline:
+            pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+            record_job_failure(job, error, pipeline)
             pipeline.execute()
 
     # ------------------------------------------------------------------ workspaces
 
-    def workspace_for(self, task_id: str, where: dict) -> Path:
+    def workspace_for(self, task_id: str, where) -> Path:
         """The directory the task runs in here; Refused when this worker cannot reach it."""
+        if not isinstance(where, dict) or not ({"path", "git"} & set(where)):
+            raise Refused(f"the task names no workspace path or git remote: {where!r}")
         if "path" in where:
-            path = Path(where["path"])
+            path = Path(str(where["path"]))
             if not path.is_dir():
                 raise Refused(f"workspace {path} is not a directory on this worker")
             return path
         from lmagent.scheduler.git_workspace import GitError, check_out
 
         try:
-            return check_out(self.config.workspace, task_id, where["git"], where["branch"])
+            branch = where.get("branch") or "main"
+            return check_out(self.config.workspace, task_id, str(where["git"]), str(branch))
         except GitError as exc:
             raise Refused(str(exc)) from None
 
