@@ -110,8 +110,10 @@ class ShadowRepo:
         return done.stdout.decode(errors="replace")
 
     def ensure(self) -> None:
-        """Create the shadow repository the first time."""
-        if (self.git_dir / "HEAD").is_file():
+        """Create the shadow repository the first time (again if a crash cut it short: its
+        exclude file, written last, marks it complete)."""
+        exclude = self.git_dir / "info" / "exclude"
+        if exclude.is_file():
             return
         try:
             self.git_dir.mkdir(parents=True, exist_ok=True)
@@ -120,9 +122,8 @@ class ShadowRepo:
         self.git("init", "-q", "--template=")
         for key, value in SHADOW_CONFIG:
             self.git("config", key, value)
-        info = self.git_dir / "info"
-        info.mkdir(exist_ok=True)
-        (info / "exclude").write_text(f"/{DATA_DIR}/\n/{PROJECT_FILE}\n")
+        exclude.parent.mkdir(exist_ok=True)
+        exclude.write_text(f"/{DATA_DIR}/\n/{PROJECT_FILE}\n")
 
     # ------------------------------------------------------------------ snapshots
 
