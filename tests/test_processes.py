@@ -153,6 +153,11 @@ def test_input_and_exit_code(sandbox):
         sandbox.processes.write(job["process_id"], "again\n")
 
 
+def test_a_working_directory_outside_the_workspace_is_refused(sandbox):
+    with pytest.raises(ProcessError, match="outside the workspace"):
+        sandbox.processes.start("true", cwd="../..")
+
+
 def test_unknown_process_ids_are_refused(sandbox):
     for call in (
         lambda: sandbox.processes.output("p999"),

@@ -589,11 +589,13 @@ class Processes:
         request.update(env=self.sandbox.command_env(), mem_mb=memory_mb)
         request["log"] = str(logs / f"{stamp}-{process_id}.log")
         started = self.request(request)
-        if not started.get("ok"):
+        if started.get("error") == "limit":
             raise ProcessError(
                 f"{MAX_PROCESSES} background processes are running already (the most at once); "
                 "stop one with process_kill first"
             )
+        if not started.get("ok"):
+            raise ProcessError(f"the background process did not start: {started.get('error')}")
         self._owners[process_id] = owner
         return self.first_output(process_id)
 
