@@ -37,6 +37,7 @@ MAX_PROCESSES = 4  # background processes running at once in one sandbox (so one
 PROCESS_GRACE = 2.0  # seconds a stopped background process has between SIGTERM and SIGKILL
 FIRST_OUTPUT_WAIT = 1.0  # seconds a background start waits for the process's first output
 PROCESS_LOGS = "processes"  # folder in .lmagent/sandbox/ with each background process's log
+JOB_REPLY_TIMEOUT = 30.0  # seconds the host waits for the job server (a kill waits out grace)
 
 
 @dataclass(frozen=True)
@@ -505,7 +506,7 @@ class RunnerSandbox:
             raise ChannelLost(f"the job server did not start: {answer.get('error')}")
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            conn.settimeout(REPLY_GRACE)
+            conn.settimeout(JOB_REPLY_TIMEOUT)
             conn.connect(plan["path"])
             conn.sendall(plan["token"].encode() + b"\n")
         except OSError:
