@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lmagent.checkpoints.shadow import MAX_FILE_BYTES, ShadowRepo
+from lmagent.checkpoints.shadow import MAX_FILE_BYTES, CheckpointError, ShadowRepo
 from lmagent.checkpoints.steps import Checkpoints, RestoreRefused
 from lmagent.loop.permissions import PermissionGate
 from lmagent.loop.restore import restore_session, steps_of
@@ -339,6 +339,24 @@ def test_an_unusable_checkpoint_folder_is_reported_and_the_step_still_runs(confi
     assert (
         len(failures) == 1 and "cannot create" in failures[0] and "Not a directory" in failures[0]
     )
+
+
+def test_a_restore_cut_short_is_recorded_so_undo_brings_the_files_back(config, llm, workspace):
+    llm.add(
+        tool_call("write", {"path": "a.txt", "content": "first\n"}),
+        tool_call("write", {"path": "a.txt", "content": "second\n"}),
+        text("TASK_COMPLETE"),
+    )
+    result, _ = run(config)
+    checkpoints = Checkpoints(workspace)
+    first = checkpoints.step(result.session_id, 2)["before"]
+    blob = checkpoints.repo.git("rev-parse", f"{first}:a.txt").strip()
+    objects = checkpoints.repo.git_dir / "objects"
+    (objects / blob[:2] / blob[2:]).unlink()  # the content to restore is gone
+    with pytest.raises(CheckpointError, match=r"stopped part way .*undo it"):
+        restore_session(workspace, result.session_id, 2)
+    restore_session(workspace, result.session_id)  # the undo
+    assert (workspace / "a.txt").read_text() == "second\n"
 
 
 def test_git_missing_is_reported_with_what_to_install(workspace):

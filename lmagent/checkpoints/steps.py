@@ -156,19 +156,29 @@ class Checkpoints:
             if not files:
                 raise RestoreRefused(f"the files are already as before step {record['step']}")
             current = self.repo.commit(now, f"before restoring {session_id} step {record['step']}")
-            self.repo.restore(record["before"])
-            after = self.repo.snapshot(f"restored {session_id} step {record['step']}")
-            restore = {
-                "step": len(self.steps(session_id)) + 1,
-                "time": utc_now(),
-                "kind": "restore",
-                "tool": "restore",
-                "restored_step": record["step"],
-                "before": current.commit,
-                "after": after.commit,
-                "changed": files,
-            }
-            self.append(session_id, restore)
+            try:
+                self.repo.restore(record["before"])
+            except CheckpointError as exc:
+                self.record_restore(session_id, record, current, files)  # so undo can go back
+                raise CheckpointError(
+                    f"the restore stopped part way ({exc}); undo it to get the files back as "
+                    "they were"
+                ) from exc
+            return self.record_restore(session_id, record, current, files)
+
+    def record_restore(self, session_id: str, record: dict, before: Snapshot, files: list) -> dict:
+        after = self.repo.snapshot(f"restored {session_id} step {record['step']}")
+        restore = {
+            "step": len(self.steps(session_id)) + 1,
+            "time": utc_now(),
+            "kind": "restore",
+            "tool": "restore",
+            "restored_step": record["step"],
+            "before": before.commit,
+            "after": after.commit,
+            "changed": files,
+        }
+        self.append(session_id, restore)
         return restore
 
     def edited_since(self, now: Snapshot) -> list[str]:
