@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from lmagent.core.status import STATUS_COMPLETED
-from tests.conftest import ROOT, free_port, make_config, need
+from lmagent.scheduler import redis_queue
+from tests.conftest import IN_CI, ROOT, free_port, make_config, need
 from tests.scripted_llm import ScriptedLLM, text
 
-rq = pytest.importorskip("rq") if not os.environ.get("CI") else __import__("rq")
-from lmagent.scheduler import redis_queue  # noqa: E402
+if not IN_CI:  # in CI the queue's packages must be there (requirements-queue.txt)
+    pytest.importorskip("rq", reason="the queue needs: pip install -r requirements-queue.txt")
 
 DONE = text("done\nTASK_COMPLETE")
 
