@@ -147,7 +147,8 @@ def test_diffs_output_blocks_approvals_and_restore_in_chromium(
         page = tab.page
         changes = page.locator(".change-view")
         assert changes.count() == 3  # write, edit, and the shell command's out.txt
-        assert page.locator(".change-view pre.diff .d-add").first.text_content() == "+print('one')\n"
+        first_added = page.locator(".change-view pre.diff .d-add").first
+        assert first_added.text_content() == "+print('one')\n"
         edit = changes.nth(1)
         assert edit.locator("pre.diff .d-del").text_content() == "-print('one')\n"
         assert edit.locator("pre.diff .d-add").text_content() == "+print('two')\n"
