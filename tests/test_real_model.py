@@ -376,7 +376,9 @@ def test_server_killed_mid_stream_then_the_session_resumes_on_a_new_server(works
     assert statuses[0].startswith("the reply broke off; asking again")
     assert len(statuses) == 3 and all("cannot reach the LLM server" in s for s in statuses[1:])
     assert code == 1 and events[-1]["status"] == "error"
-    assert stderr.count("\n") == 1 and stderr.startswith("error: cannot reach the LLM server")
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: cannot reach the LLM server")
+    assert stderr.rstrip("\n").endswith(errors[0])  # the start-up lines come first (--json)
     session_id = events[-1]["session_id"]
     assert SessionStore(workspace).open(session_id).meta["status"] == "error"
 
