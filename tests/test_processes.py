@@ -210,6 +210,17 @@ def test_too_many_background_processes_is_a_clear_error(sandbox):
     assert sandbox.processes.start("echo room")["output"] == "room\n"
 
 
+def test_the_limit_counts_every_agent_on_a_docker_workspace(make_sandbox, tmp_path):
+    workspace = (tmp_path / "shared").resolve()
+    workspace.mkdir()
+    first, second = (make_sandbox("docker", workspace=workspace) for _ in range(2))
+    for _ in range(MAX_PROCESSES - 1):
+        first.processes.start("sleep 1000")
+    second.processes.start("sleep 1000")
+    with pytest.raises(ProcessError, match=f"{MAX_PROCESSES} background processes are running"):
+        first.processes.start("sleep 1000")
+
+
 def test_background_fork_bomb_is_contained(sandbox):
     sandbox.processes.start("b() { b | b & }; b; sleep 100")
     assert wait_until(lambda: not any(p["running"] for p in sandbox.processes.list()), 30)

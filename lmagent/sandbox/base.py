@@ -500,14 +500,14 @@ class RunnerSandbox:
         """Have a runner start the job server (background processes); connect to it."""
         plan = socket_plan(self.workspace)
         if plan is None:
-            raise ChannelLost("the workspace path is too long for the background process socket")
+            raise ChannelLost(f"cannot make {self.workspace}/.lmagent/sandbox/")
         answer = self._ask_a_runner({"op": "jobs", **plan, "max_running": MAX_PROCESSES})
         if not answer.get("ok"):
             raise ChannelLost(f"the job server did not start: {answer.get('error')}")
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.settimeout(JOB_REPLY_TIMEOUT)
-            conn.connect(plan["path"])
+            connect_unix(conn, plan["path"])
             conn.sendall(plan["token"].encode() + b"\n")
         except OSError:
             conn.close()
@@ -534,16 +534,26 @@ def socket_plan(workspace: Path) -> dict | None:
     """A unix socket path in the workspace's .lmagent/sandbox/ and a token proving the host.
 
     The workspace is the one directory the host and the sandbox see at the same path. None if
-    the path would be too long for a unix socket or .lmagent/ cannot be made.
+    .lmagent/sandbox/ cannot be made.
     """
     path = workspace / ".lmagent" / "sandbox" / f"{secrets.token_hex(6)}.sock"
-    if len(str(path).encode()) > 100:
-        return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
     return {"path": str(path), "token": secrets.token_hex(16)}
+
+
+def connect_unix(conn: socket.socket, path: str) -> None:
+    """conn.connect(path), also for a path too long for a unix socket address (108 bytes):
+    then through /proc/self/fd/N of its directory."""
+    if len(os.fsencode(path)) < 100:
+        return conn.connect(path)
+    directory = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+    try:
+        conn.connect(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
+    finally:
+        os.close(directory)
 
 
 class ProcessError(Exception):

@@ -35,6 +35,7 @@ from lmagent.sandbox.base import (
     RunnerSandbox,
     SandboxConfig,
     SandboxUnavailable,
+    connect_unix,
     socket_plan,
     workspace_mounts,
 )
@@ -351,7 +352,7 @@ def go_direct(channel: Channel, direct: dict, runner_pid: int | None) -> None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(5)
-        conn.connect(direct["path"])
+        connect_unix(conn, direct["path"])
         if not runner_pid or peer_pid(conn) != runner_pid:
             raise ConnectionRefusedError("the socket does not belong to the runner")
         conn.sendall(direct["token"].encode() + b"\n")

@@ -47,6 +47,8 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NAME = 15
+KEEPER_NAME = b"lmagent-keeper"  # what a background process's keeper is called in /proc
 KILL_PATIENCE = 5.0  # seconds a kill sweeps for stragglers at most
 WATCH_INTERVAL = 0.05  # seconds between watchdog checks
 DRAIN_GRACE = 0.3  # seconds to keep reading output after a kill
@@ -545,11 +547,25 @@ def fork_keeper(req, stdin_r, out_w):
         return pid
     code = 127
     try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, KEEPER_NAME, 0, 0, 0)
         os.setsid()
         close_fds_except({2, stdin_r, out_w})
         code = keep_command(req, stdin_r, out_w)
     finally:
         os._exit(code)
+
+
+def keepers():
+    """The pids of every keeper in the sandbox, by their name."""
+    found = set()
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/comm", "rb") as f:
+                if f.read().strip() == KEEPER_NAME:
+                    found.add(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def keep_command(req, stdin_r, out_w):
@@ -669,7 +685,10 @@ class JobServer:
         return {"ok": False, "error": f"unknown op {op!r}"}
 
     def start(self, req):
-        if len(self.running()) >= self.max_running:
+        """Start a job unless max_running run already in the sandbox (other agents' count: on
+        Docker every agent on the workspace shares one container)."""
+        own = {job.pid for job in self.running()}
+        if len(own | keepers()) >= self.max_running:
             return {"ok": False, "error": "limit", "limit": self.max_running}
         job = Job(req)
         self.jobs[job.id] = job
@@ -953,12 +972,24 @@ def listen_unix(path):
         return None
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        listener.bind(path)
+        bind_unix(listener, path)
         listener.listen(4)
     except OSError:
         listener.close()
         return None
     return listener
+
+
+def bind_unix(listener, path):
+    """listener.bind(path), also for a path too long for a unix socket address (108 bytes):
+    then through /proc/self/fd/N of its directory."""
+    if len(os.fsencode(path)) < 100:
+        return listener.bind(path)
+    directory = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+    try:
+        listener.bind(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
+    finally:
+        os.close(directory)
 
 
 def peer_pid(conn):
