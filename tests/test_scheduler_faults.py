@@ -56,8 +56,10 @@ def outcomes(workspace: Path) -> dict[str, list[dict]]:
 
 
 def assert_nothing_left_behind(workspace: Path) -> None:
+    """Once the daemon's bookkeeping of a finished task is over (its claim markers go last,
+    after the history line and the move), nothing of it remains."""
     paths = Paths(workspace)
-    assert os.listdir(paths.processing) == []
+    wait_for(lambda: os.listdir(paths.processing) == [], timeout=10, what="the claim markers")
     assert files(paths.inbox) == []
     for path in paths.sessions.glob("*.meta.json"):
         meta = json.loads(path.read_text())  # never empty, never half written
