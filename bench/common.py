@@ -151,7 +151,17 @@ def temp_workspace(prefix: str = "lmagent-bench-", parent: str | None = None) ->
     try:
         yield directory
     finally:
+        remove_sandbox(directory)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def remove_sandbox(workspace: Path) -> None:
+    """A benchmark whose agent ran commands on Docker leaves the workspace's persistent
+    container behind; it goes with the workspace (without Docker there is nothing to remove)."""
+    from lmagent.sandbox.docker import remove_containers
+
+    with contextlib.suppress(Exception):
+        remove_containers(workspace=workspace)
 
 
 def make_config(workspace: Path, llm: ScriptedLLM | str | None = None, **changes):
