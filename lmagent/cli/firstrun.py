@@ -15,15 +15,10 @@ from pathlib import Path
 
 import requests
 
-from lmagent.core.config import SCRIPT_DIR, ConfigError, parse_setting
+from lmagent.core.config import SCRIPT_DIR, Config, ConfigError, parse_setting
+from lmagent.llm.quirks import LOCAL_DEFAULTS
 
-# the local servers a new user most likely runs, at their default ports
-KNOWN_SERVERS = (
-    ("LM Studio", "http://localhost:1234/v1/chat/completions"),
-    ("Ollama", "http://localhost:11434/v1/chat/completions"),
-    ("llama.cpp", "http://localhost:8080/v1/chat/completions"),
-)
-DEFAULT_WORKSPACE = "~/lm_workspace"
+DEFAULT_WORKSPACE = Config.default("workspace")
 
 
 @dataclass
@@ -52,11 +47,11 @@ def needed(args, environ=None, cwd: Path | None = None) -> bool:
 
 
 def candidates(environ=None) -> list[tuple[str, str]]:
-    """The servers to probe: KNOWN_SERVERS, or FIRST_RUN_SERVERS when set."""
+    """The servers to probe: LOCAL_DEFAULTS (llm/quirks.py), or FIRST_RUN_SERVERS when set."""
     environ = os.environ if environ is None else environ
     listed = environ.get("FIRST_RUN_SERVERS", "").strip()
     if not listed:
-        return list(KNOWN_SERVERS)
+        return list(LOCAL_DEFAULTS)
     pairs = [item.partition("=") for item in listed.split(",") if item.strip()]
     return [(name.strip(), url.strip()) for name, _, url in pairs]
 
@@ -117,7 +112,7 @@ class FirstRun:
     def choose_server(self, servers: list[tuple[str, str]]) -> str:
         """One of the servers that answer, or a URL the user types."""
         found = [s for s in (probe(name, url) for name, url in servers) if s is not None]
-        default = found[0].url if found else KNOWN_SERVERS[0][1]
+        default = found[0].url if found else LOCAL_DEFAULTS[0][1]
         if not found:
             names = ", ".join(name for name, _ in servers)
             self.say(f"No LLM server answered ({names} at their default ports).")

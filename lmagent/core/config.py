@@ -329,6 +329,11 @@ class Config:
     def with_changes(self, **changes) -> Config:
         return replace(self, **changes)
 
+    @classmethod
+    def default(cls, name: str) -> str:
+        """The default of setting `name` (a field name), as written in .env.example."""
+        return next(f.metadata["default"] for f in fields(cls) if f.name == name)
+
 
 def _dotenv_files(cwd: Path) -> list[Path]:
     """`.env` in `cwd`, then `.env` next to the scripts (which only fills in what is unset):

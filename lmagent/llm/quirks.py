@@ -50,6 +50,15 @@ SERVERS: tuple[Server, ...] = (
 )
 
 
+# the local servers a new user most likely runs, at their default addresses (the first run
+# probes them, in this order)
+LOCAL_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("LM Studio", "http://localhost:1234/v1/chat/completions"),
+    ("Ollama", "http://localhost:11434/v1/chat/completions"),
+    ("llama.cpp", "http://localhost:8080/v1/chat/completions"),
+)
+
+
 def unsent_at_start(supports_tools: bool | None) -> set[str]:
     """Request fields never worth sending to this model: a chat template that knows no tools
     (llama.cpp reports it) silently drops `tools`, so they are described in the prompt."""
