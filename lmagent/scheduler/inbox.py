@@ -97,9 +97,11 @@ def json_object(text: str, shape: str = "an object") -> dict:
     return data
 
 
-def job_from_dict(name: str, data: dict) -> Job:
+def task_fields(data: dict) -> tuple[str | None, str | None, str]:
+    """(task, session_id, mode) of a submission, checked, for the inbox and the distributed
+    queue alike; Malformed says what is wrong."""
     task, session_id = data.get("task"), data.get("session_id")
-    for key, value in (("task", task), ("session_id", session_id), ("wake", data.get("wake"))):
+    for key, value in (("task", task), ("session_id", session_id)):
         if value is not None and not isinstance(value, str):
             raise Malformed(f"'{key}' must be a string")
     task = (task or "").strip() or None
@@ -110,6 +112,13 @@ def job_from_dict(name: str, data: dict) -> Job:
     mode = data.get("mode") or data.get("permission") or "auto"
     if mode not in PERMISSION_MODES:
         raise Malformed(f"'mode' must be one of {', '.join(PERMISSION_MODES)}")
+    return task, session_id, mode
+
+
+def job_from_dict(name: str, data: dict) -> Job:
+    if data.get("wake") is not None and not isinstance(data["wake"], str):
+        raise Malformed("'wake' must be a string")
+    task, session_id, mode = task_fields(data)
     attempt = data.get("attempt", 0)
     if not isinstance(attempt, int):
         raise Malformed("'attempt' must be an integer")

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import json
 import secrets
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-from lmagent.core.config import PERMISSION_MODES, Config
-from lmagent.sessions.store import is_session_id
+from lmagent.core.config import Config
+from lmagent.scheduler.inbox import task_fields
 from lmagent.sessions.waiting import parse_time
 
 QUEUE_NAME = "lmagent"
@@ -71,15 +71,7 @@ def queue_time(connection) -> datetime:
 def task_payload(config: Config, data: dict) -> dict:
     """The job's data from a submission (`task`, `session_id`, `mode`, and `git`/`branch` or
     the submitter's workspace path); ValueError says what is wrong."""
-    task = (data.get("task") or "").strip() or None
-    session_id = data.get("session_id")
-    if not task and not session_id:
-        raise ValueError("nothing to do: give a task and/or --resume SESSION_ID")
-    if session_id is not None and not is_session_id(session_id):
-        raise ValueError(f"{session_id!r} is not a session id (see --list-sessions)")
-    mode = data.get("mode") or data.get("permission") or "auto"
-    if mode not in PERMISSION_MODES:
-        raise ValueError(f"'mode' must be one of {', '.join(PERMISSION_MODES)}")
+    task, session_id, mode = task_fields(data)
     if data.get("git"):
         workspace = {"git": str(data["git"]), "branch": str(data.get("branch") or "main")}
     else:
@@ -89,6 +81,13 @@ def task_payload(config: Config, data: dict) -> dict:
 
 def new_task_id() -> str:
     return f"task-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
+
+
+def whole_second_after(moment: datetime) -> datetime:
+    """`moment`, rounded up to a whole second."""
+    if moment.microsecond:
+        return moment.replace(microsecond=0) + timedelta(seconds=1)
+    return moment
 
 
 def enqueue(queue, payload: dict, not_before: datetime | None = None, task_id: str | None = None):
@@ -105,8 +104,8 @@ def enqueue(queue, payload: dict, not_before: datetime | None = None, task_id: s
         "description": summary(payload),
         "kwargs": {"payload": payload},
     }
-    if not_before is not None:
-        return queue.enqueue_at(not_before, JOB_FUNCTION, **options)
+    if not_before is not None:  # RQ keeps whole seconds: round up, never start early
+        return queue.enqueue_at(whole_second_after(not_before), JOB_FUNCTION, **options)
     return queue.enqueue(JOB_FUNCTION, **options)
 
 
