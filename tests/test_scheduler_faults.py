@@ -14,6 +14,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -285,3 +286,23 @@ def test_a_session_id_that_is_not_one_is_refused_in_the_inbox(workspace, llm, ba
     reason = (failed / "escape.json.reason").read_text()
     assert reason == "'session_id' '../../etc' is not a session id (see --list-sessions)\n"
     assert llm.requests == []
+
+
+def test_a_stop_signal_while_the_scheduler_holds_its_lock_does_not_hang_it(workspace, llm):
+    """SIGTERM's handler runs on the main thread, possibly while that thread is inside the
+    scheduler's lock (starting a task), and stopping takes the lock too: it must not wait for
+    itself. Played on one thread: take the lock, then stop, as the handler would."""
+    from lmagent.scheduler.daemon import Scheduler
+
+    scheduler = Scheduler(make_config(workspace, llm))
+    scheduler.stop.add_callback(scheduler._stop_all)
+
+    def signal_inside_the_lock() -> None:
+        with scheduler._mutex:
+            scheduler.stop.stop("interrupted")
+
+    thread = threading.Thread(target=signal_inside_the_lock, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert not thread.is_alive(), "stopping waited for a lock its own thread holds"
+    assert scheduler.wake.is_set()

@@ -67,7 +67,9 @@ class Scheduler:
         self.sessions_busy: set[str] = set()
         self.later: dict[str, datetime] = {}  # inbox names whose not_before is still ahead
         self.woken: dict[str, str] = {}  # session id → the wait_until its wake-up task answers
-        self._mutex = threading.Lock()
+        # reentrant: a stop signal can arrive while the main thread holds it (SIGTERM's handler
+        # stops the scheduler on that same thread, and _stop_all takes it too)
+        self._mutex = threading.RLock()
 
     # ------------------------------------------------------------------ life
 
