@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lmagent.core.config import Config
+from lmagent.sandbox.runner import at_unix_path
 
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 120.0
@@ -507,7 +508,7 @@ class RunnerSandbox:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.settimeout(JOB_REPLY_TIMEOUT)
-            connect_unix(conn, plan["path"])
+            at_unix_path(conn.connect, plan["path"])
             conn.sendall(plan["token"].encode() + b"\n")
         except OSError:
             conn.close()
@@ -542,18 +543,6 @@ def socket_plan(workspace: Path) -> dict | None:
     except OSError:
         return None
     return {"path": str(path), "token": secrets.token_hex(16)}
-
-
-def connect_unix(conn: socket.socket, path: str) -> None:
-    """conn.connect(path), also for a path too long for a unix socket address (108 bytes):
-    then through /proc/self/fd/N of its directory."""
-    if len(os.fsencode(path)) < 100:
-        return conn.connect(path)
-    directory = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
-    try:
-        conn.connect(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
-    finally:
-        os.close(directory)
 
 
 class ProcessError(Exception):

@@ -35,10 +35,10 @@ from lmagent.sandbox.base import (
     RunnerSandbox,
     SandboxConfig,
     SandboxUnavailable,
-    connect_unix,
     socket_plan,
     workspace_mounts,
 )
+from lmagent.sandbox.runner import at_unix_path
 
 try:
     import docker
@@ -352,7 +352,7 @@ def go_direct(channel: Channel, direct: dict, runner_pid: int | None) -> None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(5)
-        connect_unix(conn, direct["path"])
+        at_unix_path(conn.connect, direct["path"])
         if not runner_pid or peer_pid(conn) != runner_pid:
             raise ConnectionRefusedError("the socket does not belong to the runner")
         conn.sendall(direct["token"].encode() + b"\n")

@@ -244,16 +244,8 @@ class Server:
 
     # --- processes -----------------------------------------------------------------------------
     def reap(self):
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            self.statuses[pid] = status
-            if pid == self.jobs_pid:
-                self.jobs_pid = None
+        if self.jobs_pid in reap_all(self.statuses):
+            self.jobs_pid = None
 
     def start_jobs(self, req):
         """Fork the job server, listening on req["path"] for the host (one at a time)."""
@@ -601,14 +593,17 @@ def write_all(fd, data):
 
 
 def reap_all(statuses):
+    """Collect the wait status of every exited child into `statuses`; returns their pids."""
+    reaped = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
         statuses[pid] = status
+        reaped.append(pid)
 
 
 class JobServer:
@@ -972,7 +967,7 @@ def listen_unix(path):
         return None
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        bind_unix(listener, path)
+        at_unix_path(listener.bind, path)
         listener.listen(4)
     except OSError:
         listener.close()
@@ -980,14 +975,15 @@ def listen_unix(path):
     return listener
 
 
-def bind_unix(listener, path):
-    """listener.bind(path), also for a path too long for a unix socket address (108 bytes):
-    then through /proc/self/fd/N of its directory."""
+def at_unix_path(operation, path):
+    """operation(path) for a socket's bind or connect, also for a path too long for a unix
+    socket address (108 bytes): then through /proc/self/fd/N of its directory. The host's side
+    (sandbox/base.py) uses this one too."""
     if len(os.fsencode(path)) < 100:
-        return listener.bind(path)
+        return operation(path)
     directory = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
     try:
-        listener.bind(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
+        return operation(f"/proc/self/fd/{directory}/{os.path.basename(path)}")
     finally:
         os.close(directory)
 
