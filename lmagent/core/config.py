@@ -16,7 +16,7 @@ import re
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from dotenv import dotenv_values
 
@@ -85,15 +85,21 @@ def _parse_path(name: str, raw: str) -> Path:
         raise ConfigError(f"{name}={raw!r} is not a usable directory path ({exc})") from None
 
 
+def _split_url(name: str, raw: str, allowed: str) -> SplitResult:
+    """The parts of URL `raw` with its port checked; ConfigError naming `allowed` otherwise."""
+    try:
+        parts = urlsplit(raw.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not valid ({exc}); allowed: {allowed}") from None
+    return parts
+
+
 def _parse_url(name: str, raw: str) -> str:
     """An http(s) URL with a host (and a valid port, if any), or "embedded"."""
     value = raw.strip()
     allowed = "an http:// or https:// URL such as http://localhost:1234/v1/chat/completions"
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not valid ({exc}); allowed: {allowed}") from None
+    parts = _split_url(name, raw, allowed)
     if value != "embedded" and (parts.scheme not in ("http", "https") or not parts.hostname):
         raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}")
     return value
@@ -103,11 +109,7 @@ def _parse_queue_url(name: str, raw: str) -> str:
     """Blank (the directory inbox) or redis://host[:port][/db] (the distributed queue)."""
     value = raw.strip()
     allowed = "blank (the directory inbox) or redis://host:port/db, e.g. redis://localhost:6379/0"
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not valid ({exc}); allowed: {allowed}") from None
+    parts = _split_url(name, raw, allowed)
     database = parts.path.strip("/")
     redis_url = parts.scheme == "redis" and parts.hostname and (not database or database.isdigit())
     if value and not redis_url:
