@@ -108,6 +108,20 @@ def test_environment_and_flags_outrank_both_env_files(checkout_env, tmp_path):
     assert flagged.max_iterations == 3
 
 
+def sandbox_check(cwd: Path) -> subprocess.CompletedProcess:
+    """`python sandboxed_shell.py --check` in `cwd`, with no sandbox settings or workspace in
+    the environment (so only the `.env` files count)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDBOX_", "WORKSPACE"))}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "sandboxed_shell.py"), "--check"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_sandbox_command_reads_the_env_file(tmp_path):
     """`sandboxed_shell.py` takes its settings from the one Config, so `.env` counts (it used to
     read only the environment, with defaults of its own)."""
@@ -115,30 +129,14 @@ def test_sandbox_command_reads_the_env_file(tmp_path):
     (tmp_path / ".env").write_text(
         f"WORKSPACE={tmp_path / 'ws'}\nSANDBOX_BACKEND=process\nSANDBOX_IMAGE=lmagent-test:x\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDBOX_", "WORKSPACE"))}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "sandboxed_shell.py"), "--check"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = sandbox_check(tmp_path)
     assert "backend: process" in done.stdout
     assert f"workspace: {tmp_path / 'ws'}" in done.stdout
 
 
 def test_sandbox_command_reports_a_bad_setting_in_one_line(tmp_path):
     (tmp_path / ".env").write_text("SANDBOX_BACKEND=chroot\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SANDBOX_", "WORKSPACE"))}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "sandboxed_shell.py"), "--check"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = sandbox_check(tmp_path)
     assert done.returncode == 1
     assert done.stderr.startswith("error: ") and "SANDBOX_BACKEND" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
