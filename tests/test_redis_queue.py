@@ -86,7 +86,8 @@ def workers(tmp_path, redis_server):
     """Start queue workers (`start(llm, name)`); each is killed with its process group."""
     started: list[subprocess.Popen] = []
 
-    def start(llm: ScriptedLLM, name: str, lease: int = 2) -> subprocess.Popen:
+    def start(llm: ScriptedLLM, name: str, lease: int = 2, clock: str = "") -> subprocess.Popen:
+        """`clock`: how far this worker's clock is off, for libfaketime ("-1h", "+1h")."""
         root = tmp_path / f"machine-{name}"
         root.mkdir(exist_ok=True)
         env = dict(
@@ -96,6 +97,7 @@ def workers(tmp_path, redis_server):
             LLM_RETRY_DELAY="0.01",
             SCHEDULER_LEASE=str(lease),
             ENABLE_MCP="false",
+            **(skewed_clock(clock, tmp_path) if clock else {}),
         )
         log = open(tmp_path / f"worker-{name}.log", "wb")  # noqa: SIM115
         process = subprocess.Popen(
@@ -113,6 +115,44 @@ def workers(tmp_path, redis_server):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         process.log.close()
+
+
+def faketime_library() -> str | None:
+    """libfaketime's multithreaded library, as the faketime package installed it."""
+    if not shutil.which("dpkg"):
+        return None
+    listed = subprocess.run(["dpkg", "-L", "libfaketime"], capture_output=True, text=True)
+    found = [line for line in listed.stdout.split() if line.endswith("libfaketimeMT.so.1")]
+    return found[0] if found else None
+
+
+SLEEP_FIX = '''"""libfaketime 0.9.10 makes Python 3.11's time.sleep fail (EINVAL) when the monotonic
+clock is left real (wolfcw/libfaketime#426): sleep in select, which it leaves alone."""
+import select
+import time
+
+
+def sleep(seconds):
+    select.select([], [], [], seconds)
+
+
+time.sleep = sleep
+'''
+
+
+def skewed_clock(offset: str, directory: Path) -> dict:
+    """Environment for a process whose wall clock is `offset` off (monotonic clocks kept)."""
+    library = faketime_library()
+    need(library is not None, "libfaketime is not installed (apt-get install faketime)")
+    site = directory / "faketime-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SLEEP_FIX)
+    return {
+        "LD_PRELOAD": library,
+        "FAKETIME": offset,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def queue_config(workspace: Path, url: str):
@@ -413,5 +453,93 @@ def test_foreign_and_malformed_jobs_are_failed_and_never_run(tmp_path, redis_ser
             nowhere.latest_result().exc_string
         )
         assert not planted.exists() and llm.requests == []
+    finally:
+        llm.stop()
+
+
+# --------------------------------------------------------------------------- clocks
+
+
+def queue_now(url: str) -> datetime:
+    return redis_queue.queue_time(redis_queue.connect(url))
+
+
+def wait_for_workers(config, count: int) -> None:
+    wait_for(lambda: len(redis_queue.status(config)["workers"]) >= count, 30, f"{count} workers")
+
+
+@pytest.mark.parametrize("clock", ["-1h", "+1h"])
+def test_a_skewed_worker_starts_a_not_before_task_by_the_queues_clock(
+    tmp_path, redis_server, workers, clock
+):
+    llm = ScriptedLLM([DONE]).start()
+    try:
+        config = queue_config(tmp_path, redis_server.url)
+        workers(llm, "skewed", clock=clock)
+        wait_for_workers(config, 1)
+        not_before = redis_queue.whole_second_after(queue_now(redis_server.url)) + timedelta(
+            seconds=3
+        )
+        redis_queue.submit(config, {"task": "later", "not_before": not_before.isoformat()})
+        wait_for(lambda: outcomes(redis_server.url), 20, "the task to start")
+        (record,) = outcomes(redis_server.url)
+        late = (datetime.fromisoformat(record["started"]) - not_before).total_seconds()
+        assert 0 <= late < 3, f"started {late:+.1f} s from its not-before time"
+        side = "behind" if clock.startswith("-") else "ahead of"
+        said = (tmp_path / "worker-skewed.log").read_text()
+        assert f"worker: this machine's clock is 3600 s {side} the queue's;" in said
+    finally:
+        llm.stop()
+
+
+def test_a_wait_on_a_worker_an_hour_ahead_wakes_after_its_delay(tmp_path, redis_server, workers):
+    asked: list[datetime] = []
+
+    def wait_5_seconds(body: dict) -> dict:  # the time a model reading the worker's clock names
+        asked.append(datetime.now(timezone.utc))
+        worker_now = asked[0] + timedelta(hours=1)
+        return {"content": f"WAIT: {(worker_now + timedelta(seconds=5)).isoformat()}: a build"}
+
+    llm = ScriptedLLM([wait_5_seconds, DONE]).start()
+    try:
+        config = queue_config(tmp_path, redis_server.url)
+        workers(llm, "ahead", clock="+1h")
+        redis_queue.submit(config, {"task": "wait, then go"})
+        wait_for(lambda: outcomes(redis_server.url), 30, "the run to wait")
+        (wake,) = redis_queue.status(config)["scheduled"]  # what --scheduler-status shows
+        shown = (datetime.fromisoformat(wake["not_before"]) - asked[0]).total_seconds()
+        assert 5 <= shown < 7, f"the wake-up is scheduled {shown:.1f} s after the WAIT"
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 2, 20, "the wake-up to run")
+        first, woken = outcomes(redis_server.url)
+        assert (first["status"], woken["status"]) == ("waiting", STATUS_COMPLETED)
+        slept = (datetime.fromisoformat(woken["started"]) - asked[0]).total_seconds()
+        assert 5 <= slept < 9, f"woken {slept:.1f} s after the WAIT"
+    finally:
+        llm.stop()
+
+
+def test_a_task_of_a_killed_skewed_worker_is_taken_within_the_bound(
+    tmp_path, redis_server, workers
+):
+    lease = 2
+    llm = ScriptedLLM([text("working on it", delay=60), DONE]).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        config = queue_config(workspace, redis_server.url)
+        task_id = redis_queue.submit(config, {"task": "long"})
+        ahead = workers(llm, "ahead", lease=lease, clock="+1h")
+        llm.wait_for_requests(1, timeout=30)
+        workers(llm, "behind", lease=lease, clock="-1h")
+        wait_for_workers(config, 2)
+        os.killpg(ahead.pid, signal.SIGKILL)
+        killed = queue_now(redis_server.url)
+        wait_for(lambda: outcomes(redis_server.url), 30, "the task to finish elsewhere")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        assert str(ahead.pid) not in record["worker"]
+        taken = (datetime.fromisoformat(record["started"]) - killed).total_seconds()
+        assert taken <= 1.5 * lease + 2, f"taken {taken:.1f} s after the kill"  # README's bound
+        assert len(llm.requests) == 2
     finally:
         llm.stop()

@@ -150,7 +150,8 @@ def status(config: Config, recent: int = 10) -> dict:
     queue = rq_queue(connection)
     scheduled = ScheduledJobRegistry(queue=queue)
     running = []
-    for job_id in StartedJobRegistry(queue=queue).get_job_ids():
+    # no cleanup: RQ's would compare with this machine's clock (workers clean by Redis's)
+    for job_id in StartedJobRegistry(queue=queue).get_job_ids(cleanup=False):
         job = queue.fetch_job(job_id)
         if job is not None:
             running.append({"task_id": job_id, "worker": job.worker_name, "task": job.description})

@@ -9,6 +9,9 @@ What keeps a task to one run at a time, across machines with clocks of their own
 - the task's session id is stored on the job before the session is made, and its outcome
   before RQ is told, so a task taken again (its worker died: RQ's started-job registry returns
   it once the heartbeat stops) resumes its transcript, and a finished one is not run again.
+- RQ's scheduler, started-job registry and maintenance run on Redis's clock (queue_clock.py),
+  and a WAIT wake-up is scheduled after the session's wait by that clock: what is due, and
+  when a dead worker's task is taken again, does not depend on any worker's clock.
 """
 
 from __future__ import annotations
@@ -19,19 +22,21 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from redis.exceptions import LockNotOwnedError
 from rq import SimpleWorker
 from rq.job_lifecycle import record_job_failure
 from rq.serializers import JSONSerializer
+from rq.utils import now
 
 from lmagent.core.config import Config
 from lmagent.core.files import read_json
 from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
 from lmagent.loop.permissions import PermissionGate
+from lmagent.scheduler.queue_clock import QueueClockJob, QueueClockScheduler, clean_registries
 from lmagent.scheduler.redis_queue import (
     JOB_FUNCTION,
     MAX_TRIES,
@@ -48,6 +53,7 @@ from lmagent.sessions.waiting import parse_time
 LOCK_PREFIX = "lmagent:lease:"
 BUSY_WAIT = 2.0  # seconds to wait for a busy workspace before leaving the task for later
 GIVE_BACK_DELAY = 1  # seconds before a task left by a worker is offered again
+CLOCK_TOLERANCE = 2.0  # seconds this machine's clock may differ from Redis's unremarked
 KILLED = "the worker running it stopped before it finished"
 ACTIVE: AgentWorker | None = None  # the worker of this process: RQ calls run_task in it
 
@@ -74,6 +80,7 @@ class AgentWorker(SimpleWorker):
             [rq_queue(connection)],
             connection=connection,
             serializer=JSONSerializer,
+            job_class=QueueClockJob,
             name=f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() % 10**6}",
             worker_ttl=15 + max(1, lease // 2),  # RQ waits this minus 15 s for a job at a time
             maintenance_interval=max(1, lease // 2),
@@ -90,6 +97,27 @@ class AgentWorker(SimpleWorker):
 
     def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
         return self.lease
+
+    def _start_scheduler(self, burst, logging_level, date_format, log_format) -> None:
+        """RQ's scheduler, on Redis's clock, started when this worker takes its lock (this
+        worker never runs in burst mode)."""
+        self.scheduler = QueueClockScheduler(
+            self.queues,
+            connection=self.connection,
+            logging_level=logging_level,
+            date_format=date_format,
+            log_format=log_format,
+            serializer=self.serializer,
+        )
+        self.scheduler.acquire_locks(auto_start=True)
+
+    def clean_registries(self) -> None:
+        """RQ's maintenance (one worker at a time), on Redis's clock."""
+        for queue in self.queues:
+            if queue.acquire_maintenance_lock():
+                clean_registries(self, queue)
+                queue.release_maintenance_lock()
+        self.last_cleaned_at = now()
 
     def execute_job(self, job, queue) -> None:
         """Take the task's leases and workspace, run it with heartbeats, or leave it."""
@@ -294,9 +322,11 @@ class AgentWorker(SimpleWorker):
         }
 
     def queue_wake(self, payload: dict, session_id: str, wait_until: str) -> None:
-        """The session asked to be woken: a scheduled task any free worker takes then."""
+        """The session asked to be woken: a scheduled task any free worker takes after the
+        same wait by the queue's clock (`wait_until` is by this machine's)."""
         wake = {**payload, "task": None, "session_id": session_id, "wake": wait_until}
-        enqueue(rq_queue(self.connection), wake, parse_time(wait_until))
+        wait = parse_time(wait_until) - datetime.now(timezone.utc)
+        enqueue(rq_queue(self.connection), wake, queue_time(self.connection) + wait)
 
 
 def still_waiting(store: SessionStore, payload: dict) -> bool:
@@ -326,10 +356,24 @@ def resume_after_kill(store: SessionStore, session_id: str) -> None:
 # --------------------------------------------------------------------------- the process
 
 
+def clock_note(connection) -> str | None:
+    """One line when this machine's clock differs from the queue's by more than the tolerance."""
+    offset = (datetime.now(timezone.utc) - queue_time(connection)).total_seconds()
+    if abs(offset) <= CLOCK_TOLERANCE:
+        return None
+    side = "ahead of" if offset > 0 else "behind"
+    return (
+        f"worker: this machine's clock is {abs(offset):.0f} s {side} the queue's; scheduled "
+        "starts, wake-ups and heartbeats use the queue's clock, session times this machine's"
+    )
+
+
 def run_worker(config: Config, log: Callable[[str], None], stop: StopToken) -> None:
     """Work until `stop`: a worker that quits on a lost connection is started again."""
     global ACTIVE
     connection = connect(config.scheduler_queue)
+    if note := clock_note(connection):
+        log(note)
     while not stop.stopped:
         worker = AgentWorker(config, connection, log, stop)
         ACTIVE = worker
