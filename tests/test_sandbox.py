@@ -341,18 +341,22 @@ def test_a_deleted_workspace_is_reported_until_it_is_back(make_sandbox, tmp_path
     assert (workspace / "f").exists()
 
 
-def test_docker_container_left_on_a_moved_workspace_is_replaced(make_sandbox, tmp_path):
-    """An earlier run of the agent left the container running on the directory since moved."""
+@pytest.mark.parametrize("how", ["moved", "deleted"])
+def test_docker_container_left_on_a_replaced_workspace_is_replaced(make_sandbox, tmp_path, how):
+    """An earlier run of the agent left the container running on the directory since moved, or
+    deleted and made again (`rm -rf` and a fresh clone): no runner can start in the old one."""
     workspace = (tmp_path / "ws").resolve()
     workspace.mkdir()
     earlier = make_sandbox("docker", workspace=workspace)
     earlier.run("echo one > first")
     earlier.close()  # the container keeps running, as after the agent exits
-    moved = replace_workspace(workspace, "moved")
+    moved = replace_workspace(workspace, how)
     later = make_sandbox("docker", workspace=workspace)
-    assert later.run("echo two > second; ls").output == "second\n"
+    result = later.run("echo two > second; ls")
+    assert result.exit_code == 0, result
+    assert result.output == "second\n"
     assert later.container.id != earlier.container.id
-    assert not (moved / "second").exists()
+    assert moved is None or not (moved / "second").exists()
 
 
 def test_docker_refuses_a_foreign_container_with_its_name(make_sandbox, tmp_path):

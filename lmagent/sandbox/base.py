@@ -175,7 +175,11 @@ class Channel:
         end = self.buffer.find(b"\n")
         if end < 0:
             return None
-        header = json.loads(self.buffer[:end])
+        try:
+            header = json.loads(self.buffer[:end])
+        except ValueError:  # not the runner speaking: e.g. the engine saying why exec failed
+            line = bytes(self.buffer[:end]).decode("utf-8", "replace").strip()
+            raise ChannelLost(f"the sandbox runner did not start: {line[:300]}") from None
         size = int(header.get("head", 0)) + int(header.get("tail", 0))
         if len(self.buffer) < end + 1 + size:
             return None

@@ -209,12 +209,17 @@ class DockerSandbox(RunnerSandbox):
         """A runner in a container that sees the workspace directory there is now.
 
         A container an earlier run of the agent left running may still hold a workspace
-        directory that has since been moved or re-created: it is replaced.
+        directory that has since been moved or re-created (deleted: no runner starts in it at
+        all): it is replaced.
         """
-        channel = self._open_runner()
-        if self._sees_workspace(channel):
+        try:
+            channel = self._open_runner()
+        except ChannelLost:
+            channel = None
+        if channel is not None and self._sees_workspace(channel):
             return channel
-        self._discard(channel)
+        if channel is not None:
+            self._discard(channel)
         stale = self.container.id
         with self._replacing:
             if self.container.id == stale:
