@@ -150,7 +150,8 @@ def agent_request(
         runtime.close()
     config = make_config(workspace, server_url, llm_max_tokens=TOOL_TOKENS, llm_timeout=120.0)
     session = SessionStore(workspace).create(TASK)
-    prompt = system_prompt(Workspace(config.workspace), session, toolset, native)
+    form = "native" if native else "text"
+    prompt = system_prompt(Workspace(config.workspace), session, toolset, form)
     messages = [{"role": "system", "content": prompt}]
     for path in ("a.txt", "b.py") if examples else ():
         messages.append({"role": "user", "content": f"Read the file {path}"})

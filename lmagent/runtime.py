@@ -138,7 +138,7 @@ class Runtime:
                 f"and tool definitions (~{overhead} tokens). In LM Studio, raise 'Context Length' "
                 "in the model's load settings (16384 or more) and reload the model."
             )
-        if window < SMALL_CONTEXT:
+        if window < SMALL_CONTEXT and self.config.tool_set == "auto":
             self.warnings.append(f"small context window ({window}): offering a compact tool set")
 
     # ------------------------------------------------------------------ runs

@@ -66,6 +66,7 @@ def test_workspace_is_expanded_and_resolved(tmp_path):
         ("AGENT_PORT", "70000", "a whole number from 1 to 65535"),
         ("LLM_TEMPERATURE", "-1", "a number from 0 to 2"),
         ("VISION_ENABLED", "sometimes", "auto, true, false"),
+        ("TOOL_SET", "core", "auto, full, compact, tiny"),
         ("ENABLE_SUB_AGENTS", "perhaps", "true, false"),
         ("WORKSPACE", "  ", "directory"),
         ("WORKSPACE", "/tmp/a\x00b", "usable directory path"),

@@ -3,8 +3,9 @@ with the bundled SmolLM2: auto picks constrained there, every call that comes ba
 call of an offered tool and is run, an MCP tool with nested arguments included; and the bundled
 model is fetched with pip without compiling anything.
 
-These check what the agent does with a real server's constrained replies, not the tiny model's
-judgement: the tool sets are kept small and the task names the tool.
+Most check what the agent does with a real server's constrained replies, not the tiny model's
+judgement: the tool sets are kept small and the task names the tool. One runs the two everyday
+tasks as --embedded sets the bundled model up (bench_constrained measures them 20 times each).
 """
 
 from __future__ import annotations
@@ -64,9 +65,42 @@ def test_auto_picks_constrained_and_the_calls_are_run(workspace, xllama):
     for exchange in exchanges:
         assert exchange.status == 200, exchange.text
         assert "tools" not in exchange.body and "response_format" in exchange.body
-    after = exchanges[-1].body["messages"]  # the history went back in chat form, and was taken
-    assert any(m.get("tool_calls") for m in after) and any(m["role"] == "tool" for m in after)
+    after = exchanges[-1].body["messages"]  # the template knows no tools: calls went as text
+    first = json.loads(next(m["content"] for m in after if m["role"] == "assistant"))
+    assert (first["name"], first["arguments"]) == (
+        calls[0]["name"],
+        json.loads(calls[0]["arguments"]),
+    )
+    assert any(m["role"] == "user" and m["content"].startswith("Tool result: ") for m in after)
+    assert not any(m.get("tool_calls") or m["role"] == "tool" for m in after)
     assert result.status in ("completed", "max_iterations", "blocked")
+
+
+@pytest.mark.parametrize(
+    ("task", "call"),
+    [
+        ("Read notes.txt and tell me the secret word", ("read", {"path": "notes.txt"})),
+        ("list the files here", ("ls", {"path": "."})),
+    ],
+)
+def test_the_embedded_setup_does_the_everyday_tasks(workspace, xllama, task, call):
+    """As --embedded runs the bundled model (greedy, TOOL_SET=tiny, constrained): the right tool
+    on the right path, then an answer that ends the task."""
+    (workspace / "notes.txt").write_text("the secret word is plum\n")
+    (workspace / "main.py").write_text("print('hi')\n")
+    config = real_config(workspace, xllama, max_iterations=4)
+    config = config.with_changes(**embedded_llm.embedded_settings(config, xllama.url))
+    runtime = Runtime(config)
+    events: list[dict] = []
+    try:
+        result = run_agent(config, task, sink=events.append, **runtime.run_options())
+    finally:
+        runtime.close()
+    made = [(e["name"], json.loads(e["arguments"])) for e in events if e["type"] == "tool_call"]
+    assert made == [call], [e for e in events if e["type"] in ("token", "status")]
+    assert result.status == "completed", result.message
+    if call[0] == "read":
+        assert "plum" in result.message.lower()
 
 
 def test_an_mcp_tool_with_nested_arguments_is_called_valid(workspace, xllama):

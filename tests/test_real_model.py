@@ -343,8 +343,13 @@ def test_cli_run_ends_by_itself_and_its_session_resumes(workspace, xllama):
 
 def test_server_killed_mid_stream_then_the_session_resumes_on_a_new_server(workspace, xllama):
     server = start_xllama()
-    env = agent_env(
-        workspace, server.url, LLM_MAX_TOKENS="400", LLM_RETRIES="2", LLM_RETRY_DELAY="0.1"
+    env = agent_env(  # calls as text: the model streams its story instead of calling a tool
+        workspace,
+        server.url,
+        LLM_MAX_TOKENS="400",
+        LLM_RETRIES="2",
+        LLM_RETRY_DELAY="0.1",
+        TOOL_CALL_MODE="text",
     )
     task = "Write a very long story about a dragon and a knight, at least 2000 words."
     command = [sys.executable, str(ROOT / "agent_main.py"), "--json", task]

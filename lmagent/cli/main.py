@@ -201,7 +201,12 @@ def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
 
 def with_embedded_model(args: argparse.Namespace, config) -> int:
     """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
-    from lmagent.llm.embedded import EmbeddedError, EmbeddedServer, resolve_model
+    from lmagent.llm.embedded import (
+        EmbeddedError,
+        EmbeddedServer,
+        embedded_settings,
+        resolve_model,
+    )
 
     def progress(text: str) -> None:
         print(f"· {text}", file=sys.stderr, flush=True)
@@ -212,9 +217,7 @@ def with_embedded_model(args: argparse.Namespace, config) -> int:
     except EmbeddedError as exc:
         raise CliError(str(exc)) from None
     try:
-        # a small model can ramble until its context is full: cap each reply unless told otherwise
-        changes = {"llm_url": server.url, "llm_max_tokens": config.llm_max_tokens or 1024}
-        return run_front_end(args, config.with_changes(**changes))
+        return run_front_end(args, config.with_changes(**embedded_settings(config, server.url)))
     finally:
         server.stop()
 

@@ -143,6 +143,7 @@ VISION_SETTINGS = ("auto", "true", "false")
 # how tool calls are asked for: decided by a probe, the server's tool_calls, calls written as
 # text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
 TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
+TOOL_SETS = ("auto", "full", "compact", "tiny")
 
 
 def _parse_hosts(name: str, raw: str) -> tuple[str, ...]:
@@ -297,6 +298,13 @@ class Config:
         _parse_choice(*TOOL_CALL_MODES),
         "auto",
         "auto/native/text/constrained: how the model's tool calls are asked for",
+    )
+    tool_set: str = _setting(
+        "TOOL_SET",
+        _parse_choice(*TOOL_SETS),
+        "auto",
+        "auto/full/compact/tiny: the tools offered (auto: compact below 8192 tokens of context; "
+        "tiny: files and shell only, and a task's first reply must call one)",
     )
 
     @classmethod

@@ -26,7 +26,15 @@ from urllib.parse import urlsplit
 
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
-from lmagent.llm.constrained import AnswerStream, CutOff, NotConstrained, read_reply, reply_schema
+from lmagent.llm.constrained import (
+    AnswerStream,
+    CutOff,
+    NotConstrained,
+    Read,
+    partial_answer,
+    read_reply,
+    reply_schema,
+)
 from lmagent.llm.errors import (
     ContextOverflow,
     LLMError,
@@ -242,6 +250,7 @@ class _StreamState:
         self.calls: dict[int, dict] = {}
         self.started = time.monotonic()
         self.view: AnswerStream | None = None  # a constrained reply: only its answer is shown
+        self.must = ""  # a constrained reply must be: "call", "answer", or "" (either)
 
     def ask_anew(self) -> None:
         """The same question asked again on purpose: a different reply is no surprise."""
@@ -493,7 +502,7 @@ class LLMClient:
         # native | text | constrained (TOOL_CALL_MODE; "auto" is decided by llm/toolmode.py)
         self.tool_mode = "native" if config.tool_call_mode == "auto" else config.tool_call_mode
         self.last_reply: Reply | None = None
-        self._reply_schema: tuple[list[dict] | None, dict] = (None, {})
+        self._reply_schema: tuple[list[dict] | None, str, dict] = (None, "", {})
         self._messages = MessageCache()
         self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections
         self._idle_lock = threading.Lock()
@@ -509,13 +518,22 @@ class LLMClient:
         return self.tool_mode == "constrained" and "response_format" not in self.dropped_params
 
     @property
+    def tool_form(self) -> str:
+        """How calls come back now: "native", "constrained" or "text" (after any fallback)."""
+        if self.native_tools:
+            return "native"
+        return "constrained" if self.constrained else "text"
+
+    @property
     def uses_tool_schemas(self) -> bool:
         """Whether the tools' schemas go into the request (as `tools` or as the reply's schema)."""
         return self.native_tools or self.constrained
 
-    def build_body(self, messages: list[dict], tools: list[dict], stream: bool) -> dict:
+    def build_body(
+        self, messages: list[dict], tools: list[dict], stream: bool, must: str = ""
+    ) -> dict:
         body: dict = {
-            "messages": self._messages.clean(messages),
+            "messages": self._messages.clean(messages, "tools" in self.dropped_params),
             "temperature": self.config.llm_temperature,
             "stream": stream,
         }
@@ -527,18 +545,19 @@ class LLMClient:
             body["tools"] = tools
             body["tool_choice"] = "auto"
         elif tools and self.constrained:
-            body["response_format"] = self._schema_for(tools)
+            body["response_format"] = self._schema_for(tools, must)
         if stream:
             body["stream_options"] = {"include_usage": True}
         for name in self.dropped_params:
             body.pop(name, None)
         return body
 
-    def _schema_for(self, tools: list[dict]) -> dict:
-        """The reply's schema for `tools`, built again only for another tool list."""
-        if self._reply_schema[0] is not tools:
-            self._reply_schema = (tools, reply_format(reply_schema(tools)))
-        return self._reply_schema[1]
+    def _schema_for(self, tools: list[dict], must: str) -> dict:
+        """The reply's schema for `tools`, built again only for another tool list or rule."""
+        if self._reply_schema[0] is not tools or self._reply_schema[1] != must:
+            schema = reply_schema(tools, calls=must != "answer", answer=must != "call")
+            self._reply_schema = (tools, must, reply_format(schema))
+        return self._reply_schema[2]
 
     def chat(
         self,
@@ -546,11 +565,14 @@ class LLMClient:
         tools: list[dict] | None = None,
         callbacks: Callbacks | None = None,
         stop: StopToken | None = None,
+        must: str = "",
     ) -> Reply:
-        """One model reply, streamed, with the retry policy applied (except context overflow)."""
+        """One model reply, streamed, with the retry policy applied (except context overflow).
+        `must` ("call"/"answer") holds a constrained reply to a call, or to an answer."""
         callbacks = callbacks or Callbacks()
         stop = stop or StopToken()
         state = _StreamState(callbacks, self.config.thinking_model)
+        state.must = must
         tries: dict[str, int] = {}
         while True:
             constrained = bool(tools) and self.constrained
@@ -577,9 +599,15 @@ class LLMClient:
 
     def _read_constrained(self, reply: Reply, state: _StreamState) -> Reply:
         """The call or answer of a reply to a request that carried the schema. A server that
-        ignored the schema switches this client to text tool calls (the reply is read so)."""
+        ignored the schema switches this client to text tool calls (the reply is read so). A
+        cut-off call raises CutOff (asked again); a cut-off answer is kept, as in text mode."""
         try:
             read = read_reply(reply.raw_content)
+        except CutOff:  # max_tokens, or cut off for repeating itself
+            answer = partial_answer(reply.raw_content)
+            if answer is None:
+                raise  # a call: asked again, never run half
+            read = Read(answer=answer)  # as in text mode: what was shown is kept
         except NotConstrained as exc:
             self.tool_mode = "text"
             state.callbacks.on_status(
@@ -632,7 +660,8 @@ class LLMClient:
         """One request; the Reply, or None for a stream that carried nothing. A reply that
         keeps repeating itself is cut off (its connection is closed, not reused)."""
         try:
-            with self._open(self.build_body(messages, tools, stream), stop) as response:
+            body = self.build_body(messages, tools, stream, state.must)
+            with self._open(body, stop) as response:
                 try:
                     if "text/event-stream" not in (response.getheader("Content-Type") or ""):
                         _apply_completion(_json_object(response.read()), state)
@@ -762,14 +791,17 @@ class MessageCache:
         self._open: list[bytes] = []  # encodings not yet joined into a block
         self._open_size = 0
         self._fields: tuple[dict, bytes] = ({}, b"}")  # the other body fields, their encoding
+        self._calls_as_text = False  # how the latest request's messages were cleaned
 
-    def clean(self, messages: list[dict]) -> list[dict]:
+    def clean(self, messages: list[dict], calls_as_text: bool = False) -> list[dict]:
+        """`messages` as sent; `calls_as_text` for a chat template that knows no tools."""
         with self._lock:
-            kept = self._unchanged_prefix(messages)
+            kept = self._unchanged_prefix(messages) if calls_as_text == self._calls_as_text else 0
+            self._calls_as_text = calls_as_text
             if not kept:
                 self._blocks, self._open, self._open_size = [], [], 0
-            fresh = [clean_message(m) for m in messages[max(kept, 1) :]]
-            head = [clean_message(m) for m in messages[:1]]
+            fresh = [clean_message(m, calls_as_text) for m in messages[max(kept, 1) :]]
+            head = [clean_message(m, calls_as_text) for m in messages[:1]]
             self._cleaned = head + self._cleaned[1:kept] + fresh
             self._system = _encode(head[0]) if head else b""
             for message in fresh:
@@ -818,14 +850,37 @@ def _encode(value: object) -> bytes:
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
-def clean_message(message: dict) -> dict:
-    """Only the fields servers accept; never a null assistant content (llama-cpp-python 500s)."""
+def clean_message(message: dict, calls_as_text: bool = False) -> dict:
+    """Only the fields servers accept; never a null assistant content (llama-cpp-python 500s).
+    `calls_as_text`: the chat template knows no tools and would drop calls and show results
+    under a role the model never saw, so calls are written as the JSON a constrained reply
+    holds and results come as user messages."""
+    if calls_as_text and (message.get("tool_calls") or message["role"] == "tool"):
+        return _as_text(message)
     clean = {"role": message["role"], "content": message.get("content") or ""}
     if message.get("tool_calls"):
         clean["tool_calls"] = message["tool_calls"]
     if message.get("tool_call_id"):
         clean["tool_call_id"] = message["tool_call_id"]
     return clean
+
+
+def _as_text(message: dict) -> dict:
+    if message["role"] == "tool":
+        return {"role": "user", "content": f"Tool result: {message.get('content') or ''}"}
+    calls = [
+        json.dumps({"name": call["function"]["name"], "arguments": _arguments(call)})
+        for call in message["tool_calls"]
+    ]
+    text = "\n".join([message.get("content") or "", *calls]).strip()
+    return {"role": "assistant", "content": text}
+
+
+def _arguments(call: dict) -> object:
+    try:
+        return json.loads(call["function"].get("arguments") or "{}")
+    except (ValueError, RecursionError):
+        return {}
 
 
 def _root_cause(exc: BaseException) -> str:

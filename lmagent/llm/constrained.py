@@ -34,17 +34,22 @@ class Unexpressible(ValueError):
 # --------------------------------------------------------------------------- the schema
 
 
-def reply_schema(tools: list[dict]) -> dict:
+def reply_schema(tools: list[dict], calls: bool = True, answer: bool = True) -> dict:
     """The schema of a reply: one call of one of `tools` (OpenAI function definitions) with
-    valid arguments, or {"answer": text}."""
-    calls = [_call_schema(tool["function"]) for tool in tools if tool.get("type") == "function"]
-    answer = {
+    valid arguments, or {"answer": text}; without `calls` only the answer, without `answer`
+    only a call (when there is a tool to call)."""
+    options = [_call_schema(t["function"]) for t in tools if t.get("type") == "function"]
+    if not calls:
+        options = []
+    if options and not answer:
+        return {"anyOf": options}
+    reply = {
         "type": "object",
         "properties": {ANSWER: {"type": "string", "minLength": 1}},
         "required": [ANSWER],
         "additionalProperties": False,
     }
-    return {"anyOf": [*calls, answer]}
+    return {"anyOf": [*options, reply]}
 
 
 def _call_schema(function: dict) -> dict:
@@ -243,6 +248,13 @@ def read_reply(text: str) -> Read:
     ):
         return Read(name=data["name"], arguments=json.dumps(data["arguments"], ensure_ascii=False))
     raise NotConstrained("the reply's JSON is neither a call nor an answer")
+
+
+def partial_answer(text: str) -> str | None:
+    """The text of the answer an unfinished reply had begun (None when it began a call)."""
+    stream = AnswerStream()
+    shown = stream.feed(text)
+    return shown if stream.key == ANSWER and stream.depth == 1 else None
 
 
 def _unfinished(text: str) -> bool:

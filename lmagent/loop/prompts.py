@@ -72,10 +72,28 @@ _ENDING_CHILD = (
 )
 
 
-def system_prompt(
-    workspace: Workspace, session: Session, toolset: Toolset, native_tools: bool
-) -> str:
-    """The system message: rules, protocol, project context, personality and pinned progress."""
+_TEXT_CALLS = (
+    "If you cannot make native tool calls, write each call as "
+    '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
+)
+# Worked calls: small models copy the shape (and, without them, pick tools at random).
+_JSON_REPLIES = (
+    'Reply with one JSON object: a tool call {"name": "TOOL", "arguments": {...}}, or '
+    '{"answer": "..."} to answer the user.\n'
+    "Examples:\n"
+    "User: list the files in docs\n"
+    '{"name": "ls", "arguments": {"path": "docs"}}\n'
+    "User: what does setup.cfg say?\n"
+    '{"name": "read", "arguments": {"path": "setup.cfg"}}\n'
+    "User: run app.py\n"
+    '{"name": "shell", "arguments": {"command": "python app.py"}}'
+)
+
+
+def system_prompt(workspace: Workspace, session: Session, toolset: Toolset, tool_form: str) -> str:
+    """The system message: rules, protocol, project context, personality and pinned progress.
+    `tool_form` is how the model makes calls (LLMClient.tool_form): native calls need no tool
+    list; text calls are taught their tags; constrained replies their JSON shape."""
     # the date only: a prompt that changes every second defeats the server's prompt cache
     today = datetime.now().astimezone().strftime("%Y-%m-%d (%A), time zone %Z (UTC%z)")
     parts = [
@@ -86,11 +104,10 @@ def system_prompt(
         "Act with tools; do not describe what you would do, do it. Check your work (read files "
         "back, run tests) before finishing.",
         _ENDING_CHILD if "report_result" in toolset else _ENDING,
-        "If you cannot make native tool calls, write each call as "
-        '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.',
     ]
-    if not native_tools:
+    if tool_form != "native":
         parts.append("Tools:\n" + "\n".join(_tool_line(s) for s in toolset.schemas()))
+    parts.append(_JSON_REPLIES if tool_form == "constrained" else _TEXT_CALLS)
     project = _optional_text(workspace.root / ".lmagent.md")
     if project:
         parts.append("Project context (.lmagent.md):\n" + project)

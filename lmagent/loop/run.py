@@ -65,6 +65,7 @@ from lmagent.loop.prompts import (
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
+from lmagent.tools.files import existing_paths
 from lmagent.tools.processes import stop_run_processes
 from lmagent.tools.registry import (
     ArgumentError,
@@ -180,7 +181,7 @@ class AgentRun:
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
-        self._system: dict | None = None
+        self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
@@ -291,12 +292,16 @@ class AgentRun:
         self._system = None  # rebuilt once per step: progress and context files may change
         self.count_iteration()
         self.compact_if_needed()
+        answering = self.reply_rule() == "answer"
         reply = self.query()
         if _is_empty(reply) and self.client.native_tools:
             # some servers (llama-cpp-python's function calling) can only answer in text
             # when no tools are offered: ask once more without them before calling it empty
             self.emit("status", message="empty reply; asking again without tool definitions")
             reply = self.query(tools=False)
+        if answering and reply.content.strip():  # TOOL_SET=tiny: its answer ends the task
+            self.session.append(assistant_message(reply, []))
+            raise Completed(final_text(reply.content))
         if reply.finish_reason == CUT_REPEATING:
             self.session.append(assistant_message(reply, []))  # kept to one copy of the loop
             self.push(NUDGE_REPEATING, "the model keeps repeating itself")
@@ -321,12 +326,12 @@ class AgentRun:
     # ------------------------------------------------------------------ model
 
     def system_message(self) -> dict:
-        if self._system is None:
-            prompt = system_prompt(
-                self.ctx.workspace, self.session, self.toolset, self.client.native_tools
-            )
-            self._system = {"role": "system", "content": prompt}
-        return self._system
+        """Made once per run, and again only if the client fell back to another call form."""
+        form = self.client.tool_form
+        if self._system is None or self._system[0] != form:
+            prompt = system_prompt(self.ctx.workspace, self.session, self.toolset, form)
+            self._system = (form, {"role": "system", "content": prompt})
+        return self._system[1]
 
     def messages(self) -> list[dict]:
         """What the model is sent: the system prompt, then the history with calls paired."""
@@ -349,10 +354,26 @@ class AgentRun:
                 raise
             return self.ask_model(tools)
 
+    def offered_schemas(self) -> list[dict]:
+        """The tools' schemas for the request: with constrained calls, a path that must exist
+        is chosen among the workspace's own (a small model cannot invent one)."""
+        if self.client.tool_form == "constrained":
+            return self.toolset.choosing(existing_paths(self.ctx.workspace))
+        return self.toolset.schemas() if self.client.uses_tool_schemas else []
+
+    def reply_rule(self) -> str:
+        """TOOL_SET=tiny holds the model to act, then answer: a reply to the user's message must
+        call a tool, a reply to tool results must answer (a tiny model that may answer first
+        invents files and says "done"; one that may call again repeats its call forever)."""
+        if self.ctx.config.tool_set != "tiny" or not self.session.history:
+            return ""
+        return "call" if self.session.history[-1]["role"] == "user" else "answer"
+
     def ask_model(self, tools: bool):
         messages = self.messages()
-        schemas = self.toolset.schemas() if tools and self.client.uses_tool_schemas else []
-        reply = self.client.chat(messages, schemas, self.callbacks(), self.stop)
+        schemas = self.offered_schemas() if tools else []
+        must = self.reply_rule() if schemas else ""
+        reply = self.client.chat(messages, schemas, self.callbacks(), self.stop, must)
         self.count_tokens(reply, estimate_tokens(messages[:1]) + self.session.history_tokens)
         return reply
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import itertools
 import os
 import re
 import stat
@@ -21,7 +22,14 @@ from typing import BinaryIO
 import regex
 
 from lmagent.core.workspace import READ_FLAGS, PathError, WalkItem, Workspace
-from lmagent.tools.registry import ArgumentError, ToolContext, ToolError, make_tool
+from lmagent.tools.registry import (
+    EXISTING_DIR,
+    EXISTING_FILE,
+    ArgumentError,
+    ToolContext,
+    ToolError,
+    make_tool,
+)
 
 READ_MAX_LINES = 2000
 READ_MAX_CHARS = 60_000
@@ -36,6 +44,7 @@ GLOB_MAX_RESULTS = 500
 LS_MAX_ENTRIES = 500
 MAX_PATTERN_CHARS = 4096
 SKIPPED_DIRS = frozenset({".git", ".lmagent"})
+PATH_CHOICES = 200  # a workspace with more entries leaves constrained path arguments free
 FUZZY_MIN_RATIO = 0.85
 FUZZY_MARGIN = 0.02  # a rival this close to the best fuzzy match makes it ambiguous
 
@@ -92,7 +101,7 @@ def _write_file(ws: Workspace, shown: str, payload: bytes) -> tuple[str, bool]:
 
 def tool_read(
     ctx: ToolContext,
-    path: A[str, "file path, relative to the workspace"],
+    path: A[str, "file path, relative to the workspace", EXISTING_FILE],
     offset: A[int, "first line to return, 1-based"] = 1,
     limit: A[int, "number of lines to return"] = READ_MAX_LINES,
 ) -> dict:
@@ -174,7 +183,7 @@ def tool_write(
 
 def tool_edit(
     ctx: ToolContext,
-    path: A[str, "file path, relative to the workspace"],
+    path: A[str, "file path, relative to the workspace", EXISTING_FILE],
     search: A[str, "the existing text to replace (include enough lines to be unique)"],
     replace: A[str, "the new text"],
 ) -> dict:
@@ -438,6 +447,20 @@ def tool_glob(ctx: ToolContext, pattern: A[str, "glob such as **/*.py"]) -> dict
     return result
 
 
+def existing_paths(workspace: Workspace) -> dict[str, list[str]] | None:
+    """The workspace's files and folders by kind ("." among the folders), for constrained calls
+    to choose a path among (Toolset.choosing); None with more than PATH_CHOICES entries."""
+    walk = workspace.walk(".", SKIPPED_DIRS)
+    try:
+        items = list(itertools.islice(walk, PATH_CHOICES + 1))
+    finally:
+        walk.close()
+    if len(items) > PATH_CHOICES:
+        return None
+    files = [item.rel for item in items if not item.is_dir]
+    return {"file": files, "dir": [".", *(item.rel for item in items if item.is_dir)]}
+
+
 # --------------------------------------------------------------------------- grep
 
 
@@ -635,7 +658,9 @@ def _read_small_text(opener: Opener) -> bytes | None:
 # --------------------------------------------------------------------------- ls and mkdir
 
 
-def tool_ls(ctx: ToolContext, path: A[str, "directory, relative to the workspace"] = ".") -> dict:
+def tool_ls(
+    ctx: ToolContext, path: A[str, "directory, relative to the workspace", EXISTING_DIR] = "."
+) -> dict:
     """List a directory of the workspace (directories first)."""
     try:
         fd, rel = ctx.workspace.open_dir(path)

@@ -79,6 +79,17 @@ class ToolContext:
     )  # front-end specific (e.g. the run's permission mode)
 
 
+@dataclass(frozen=True)
+class Existing:
+    """Marks a path parameter that names an existing file or folder (in its Annotated
+    metadata): constrained calls choose its value among the workspace's (Toolset.choosing)."""
+
+    kind: str  # "file" | "dir"
+
+
+EXISTING_FILE, EXISTING_DIR = Existing("file"), Existing("dir")
+
+
 @dataclass
 class Tool:
     name: str
@@ -86,6 +97,7 @@ class Tool:
     description: str
     parameters: dict
     changes_things: bool = False  # asks permission in normal mode
+    existing: dict[str, str] = field(default_factory=dict)  # parameter -> "file" | "dir"
 
     def schema(self) -> dict:
         return {
@@ -128,11 +140,15 @@ def _json_schema(annotation: Any) -> dict:
 def make_tool(function: Callable[..., dict], changes_things: bool = False, name: str = "") -> Tool:
     """Build a Tool from a typed function whose first parameter is the ToolContext."""
     hints = typing.get_type_hints(function, include_extras=True)
-    properties, required = {}, []
+    properties, required, existing = {}, [], {}
     for param in list(inspect.signature(function).parameters.values())[1:]:
-        properties[param.name] = _json_schema(hints.get(param.name, str))
+        hint = hints.get(param.name, str)
+        properties[param.name] = _json_schema(hint)
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
+        for marker in getattr(hint, "__metadata__", ()):
+            if isinstance(marker, Existing):
+                existing[param.name] = marker.kind
     doc = inspect.getdoc(function) or ""
     return Tool(
         name=name or function.__name__.removeprefix("tool_"),
@@ -140,6 +156,7 @@ def make_tool(function: Callable[..., dict], changes_things: bool = False, name:
         description=doc.strip(),
         parameters={"type": "object", "properties": properties, "required": required},
         changes_things=changes_things,
+        existing=existing,
     )
 
 
@@ -281,6 +298,20 @@ def bind_arguments(tool: Tool, raw: object) -> dict:
 # --------------------------------------------------------------------------- tool sets
 
 
+def _choosing(tool: Tool, paths: dict[str, list[str]]) -> dict:
+    schema = tool.schema()
+    chosen = {name: paths.get(kind) for name, kind in tool.existing.items() if paths.get(kind)}
+    if chosen:
+        properties = dict(schema["function"]["parameters"]["properties"])
+        for name, values in chosen.items():
+            properties[name] = {**properties[name], "enum": values}
+        schema["function"]["parameters"] = {
+            **schema["function"]["parameters"],
+            "properties": properties,
+        }
+    return schema
+
+
 class Toolset:
     """The tools offered to one agent; anything not in here is refused, even if named."""
 
@@ -296,6 +327,14 @@ class Toolset:
 
     def schemas(self) -> list[dict]:
         return self._schemas
+
+    def choosing(self, paths: dict[str, list[str]] | None) -> list[dict]:
+        """The schemas with each existing-path parameter limited to the `paths` of its kind
+        ("file"/"dir" -> paths): what constrained calls are held to. A kind without paths, or
+        no `paths` at all (a large workspace), leaves the parameter free."""
+        if not paths:
+            return self._schemas
+        return [_choosing(tool, paths) for tool in self.tools.values()]
 
     def without(self, *names: str) -> Toolset:
         return Toolset([t for n, t in self.tools.items() if n not in names])

@@ -1,8 +1,9 @@
 """The one toolset builder: what every agent and sub-agent is offered.
 
 The built-in tools (files, state, shell, git), the process's extra tools (MCP servers', vision),
-and the sub-agent tools the agent may use at its depth; a compact set when the model's context
-window is small. A new built-in tool is listed here, in the module of its kind's list.
+and the sub-agent tools the agent may use at its depth; fewer by TOOL_SET: a compact set when
+the model's context window is small, the tiny set for tiny models (a long list of tools makes
+them pick at random). A new built-in tool is listed here, in the module of its kind's list.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ COMPACT_TOOLS = (
     "report_result",
     "plan_complete_step",
 )
+TINY_TOOLS = ("read", "write", "edit", "ls", "glob", "grep", "mkdir", "shell", "report_result")
 
 COMMAND_TOOLS = [
     make_tool(tool_shell, changes_things=True),
@@ -76,9 +78,18 @@ def build_toolset(
     context_length: int | None = None,
 ) -> Toolset:
     """The tools of one agent: the built-in ones, `services.extra_tools` (MCP, vision) and
-    `agent_tools` (delegate, decompose, report_result as its depth allows). Below
-    SMALL_CONTEXT tokens of context only COMPACT_TOOLS and MCP tools are offered."""
+    `agent_tools` (delegate, decompose, report_result as its depth allows), narrowed to the
+    set TOOL_SET names (MCP tools are always offered)."""
     tools = [*base_tools(), *(services.extra_tools if services else ()), *agent_tools]
-    if context_length and context_length < SMALL_CONTEXT:
-        tools = [t for t in tools if t.name in COMPACT_TOOLS or t.name.startswith("mcp_")]
+    kept = kept_tools(services.config.tool_set if services else "auto", context_length)
+    if kept is not None:
+        tools = [t for t in tools if t.name in kept or t.name.startswith("mcp_")]
     return Toolset(tools)
+
+
+def kept_tools(tool_set: str, context_length: int | None) -> tuple[str, ...] | None:
+    """The names TOOL_SET keeps (None: all); auto is compact below SMALL_CONTEXT tokens."""
+    if tool_set == "auto":
+        small = bool(context_length) and context_length < SMALL_CONTEXT
+        tool_set = "compact" if small else "full"
+    return {"compact": COMPACT_TOOLS, "tiny": TINY_TOOLS}.get(tool_set)
