@@ -20,7 +20,7 @@ import lmagent.llm.embedded as embedded_llm
 from lmagent.loop.run import run_agent
 from lmagent.runtime import Runtime
 from lmagent.tools.registry import Toolset, bind_arguments
-from tests.realmodel_fixtures import Relay, need_model, real_config
+from tests.realmodel_fixtures import Relay, need_model, need_module, real_config
 
 pytest_plugins = ["tests.realmodel_fixtures"]  # xllama
 pytestmark = pytest.mark.realmodel
@@ -141,3 +141,14 @@ def test_a_failed_fetch_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(embedded_llm.EmbeddedError, match="EMBEDDED_MODEL"):
         embedded_llm.fetch_bundled_model()
     assert list((tmp_path / "lmagent" / "models").iterdir()) == []
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path):
+    need_module("xllamacpp")
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a model\n")
+    with pytest.raises(embedded_llm.EmbeddedError) as caught:
+        embedded_llm.EmbeddedServer(broken).start(timeout=60)
+    message = str(caught.value)
+    assert message.startswith("the embedded server exited with code ")
+    assert "Failed to init server" in message  # the server's own last words, not just a code

