@@ -373,6 +373,33 @@ def test_two_workers_never_run_in_one_shared_workspace_at_once(tmp_path, redis_s
         llm.stop()
 
 
+def test_a_task_waiting_for_a_busy_workspace_runs_after_it_without_losing_a_try(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=6), DONE]).start()
+    try:
+        workspace = tmp_path / "shared"
+        workspace.mkdir()
+        config = queue_config(workspace, redis_server.url)
+        redis_queue.submit(config, {"task": "long"})
+        workers(llm, "a")
+        llm.wait_for_requests(1, timeout=30)
+        waiting = redis_queue.submit(config, {"task": "after it"})
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 2, 30, "both tasks")
+        first, second = outcomes(redis_server.url)
+        assert (first["status"], second["status"]) == (STATUS_COMPLETED, STATUS_COMPLETED)
+        finished = datetime.fromisoformat(first["started"]).timestamp() + first["duration_s"]
+        assert datetime.fromisoformat(second["started"]).timestamp() >= finished
+        said = (tmp_path / "worker-b.log").read_text()
+        assert f"worker: left {waiting} for another worker: workspace in use" in said
+        assert "Traceback" not in said
+        job = redis_queue.rq_queue(redis_queue.connect(redis_server.url)).fetch_job(waiting)
+        assert job.retries_left == redis_queue.MAX_TRIES - 1  # waiting is not failing
+    finally:
+        llm.stop()
+
+
 def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis_server):
     later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
     args = ("--queue", redis_server.url, "--workspace", str(tmp_path))

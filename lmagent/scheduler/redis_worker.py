@@ -191,6 +191,7 @@ class AgentWorker(SimpleWorker):
         self.say(f"worker: left {job.id} for another worker: {refused}")
         job.save_meta()
         with self.connection.pipeline() as pipeline:
+            pipeline.multi()  # first: RQ's enqueue_job opens it otherwise, after lrem (an error)
             pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
             if refused.counts:  # offered again a little later, by the queue's clock
                 when = queue_time(self.connection) + timedelta(seconds=GIVE_BACK_DELAY)
