@@ -22,7 +22,7 @@ from lmagent.tools.files import PATH_CHOICES, existing_paths
 from lmagent.tools.registry import Services
 from lmagent.tools.toolset import COMPACT_TOOLS, TINY_TOOLS, build_toolset
 from tests.conftest import make_config
-from tests.scripted_llm import ScriptedLLM, text
+from tests.scripted_llm import ScriptedLLM, call, text, tool_calls
 
 
 def admitted(body: dict, reply: dict) -> bool:
@@ -182,6 +182,19 @@ def test_a_tiny_model_must_act_first_and_then_answer(workspace, llm):
     options = llm.requests[0]["response_format"]["json_schema"]["schema"]["anyOf"]
     offered = {option["properties"]["name"]["const"] for option in options}
     assert offered == set(TINY_TOOLS) - {"report_result"}  # no todo_list to wander off to
+
+
+def test_tiny_without_a_schema_leaves_the_model_free(workspace, llm):
+    seed(workspace)
+    llm.add(
+        tool_calls(call("ls")),
+        tool_calls(call("read", {"path": "notes.txt"}), content="Now the notes."),
+        text("plum\nTASK_COMPLETE"),
+    )
+    result, events = run(make_config(workspace, llm, tool_set="tiny"), "find the word")  # native
+    llm.assert_all_used()
+    assert [name for name, _ in calls(events)] == ["ls", "read"]  # the second call was run
+    assert result.status == "completed"
 
 
 def test_other_tool_sets_may_answer_at_once(workspace, llm):

@@ -362,10 +362,12 @@ class AgentRun:
         return self.toolset.schemas() if self.client.uses_tool_schemas else []
 
     def reply_rule(self) -> str:
-        """TOOL_SET=tiny holds the model to act, then answer: a reply to the user's message must
-        call a tool, a reply to tool results must answer (a tiny model that may answer first
-        invents files and says "done"; one that may call again repeats its call forever)."""
-        if self.ctx.config.tool_set != "tiny" or not self.session.history:
+        """With constrained calls, TOOL_SET=tiny holds the model to act, then answer: a reply to
+        the user's message must call a tool, a reply to tool results must answer (a tiny model
+        that may answer first invents files and says "done"; one that may call again repeats
+        its call forever). Without a schema nothing can hold it: no rule."""
+        tiny = self.ctx.config.tool_set == "tiny" and self.client.tool_form == "constrained"
+        if not tiny or not self.session.history:
             return ""
         return "call" if self.session.history[-1]["role"] == "user" else "answer"
 
