@@ -111,6 +111,21 @@ def free_path(body: dict) -> None:
     assert admitted(body, INVENTED), "a path was limited in a large workspace"
 
 
+def test_a_tool_with_no_path_to_name_is_not_offered(workspace, llm):
+    (workspace / "docs").mkdir()  # folders, but not one file to read or edit
+
+    def no_reading(body: dict) -> None:
+        options = body["response_format"]["json_schema"]["schema"]["anyOf"]
+        offered = {o["properties"]["name"]["const"] for o in options if "name" in o["properties"]}
+        assert {"ls", "write", "shell"} <= offered and not {"read", "edit"} & offered
+
+    llm.add(replying({"name": "ls", "arguments": {"path": "docs"}}, no_reading))
+    llm.add(replying({"answer": "docs is empty\nTASK_COMPLETE"}))
+    result, _ = run(make_config(workspace, llm, tool_call_mode="constrained"), "what is here?")
+    llm.assert_all_used()
+    assert result.status == "completed"
+
+
 def test_a_large_workspace_leaves_paths_free(workspace, llm):
     for number in range(PATH_CHOICES + 1):
         (workspace / f"f{number}.txt").write_text("x")

@@ -300,16 +300,20 @@ def bind_arguments(tool: Tool, raw: object) -> dict:
 
 def _choosing(tool: Tool, paths: dict[str, list[str]]) -> dict:
     schema = tool.schema()
-    chosen = {name: paths.get(kind) for name, kind in tool.existing.items() if paths.get(kind)}
-    if chosen:
+    if tool.existing:
         properties = dict(schema["function"]["parameters"]["properties"])
-        for name, values in chosen.items():
-            properties[name] = {**properties[name], "enum": values}
+        for name, kind in tool.existing.items():
+            properties[name] = {**properties[name], "enum": paths[kind]}
         schema["function"]["parameters"] = {
             **schema["function"]["parameters"],
             "properties": properties,
         }
     return schema
+
+
+def _callable(tool: Tool, paths: dict[str, list[str]]) -> bool:
+    """Whether every path `tool` needs to exist has something to name."""
+    return all(paths.get(kind) for kind in tool.existing.values())
 
 
 class Toolset:
@@ -330,11 +334,13 @@ class Toolset:
 
     def choosing(self, paths: dict[str, list[str]] | None) -> list[dict]:
         """The schemas with each existing-path parameter limited to the `paths` of its kind
-        ("file"/"dir" -> paths): what constrained calls are held to. A kind without paths, or
-        no `paths` at all (a large workspace), leaves the parameter free."""
+        ("file"/"dir" -> paths): what constrained calls are held to. A tool with nothing to
+        name (read in a workspace without files) is left out; no `paths` at all (a large
+        workspace) leaves every parameter free."""
         if not paths:
             return self._schemas
-        return [_choosing(tool, paths) for tool in self.tools.values()]
+        tools = [tool for tool in self.tools.values() if _callable(tool, paths)]
+        return [_choosing(tool, paths) for tool in tools]
 
     def without(self, *names: str) -> Toolset:
         return Toolset([t for n, t in self.tools.items() if n not in names])
