@@ -152,3 +152,23 @@ def test_a_permission_prompt_shows_the_change_or_the_command_it_asks_about():
     assert "\x1b[31m    │ -pass\n" in shown and "\x1b[32m    │ +return 0\n" in shown
     assert "    │ $ python3 app.py --check\n" in shown
     assert "? allow write  [y]es / [n]o / [a]uto" in shown
+
+
+def test_the_terminal_says_what_ls_read_glob_and_grep_found(workspace, llm):
+    (workspace / "notes.txt").write_text("the secret word is plum\n")
+    (workspace / "src").mkdir()
+    for number in range(10):
+        (workspace / "src" / f"m{number}.py").write_text("import os\n")
+    shown = terminal_run(
+        workspace,
+        llm,
+        tool_call("ls", {}),
+        tool_call("read", {"path": "notes.txt"}),
+        tool_call("glob", {"pattern": "src/*.py"}),
+        tool_call("grep", {"pattern": "plum"}),
+    )
+    assert "✓ ls — 3 entries: .lmagent/, src/, notes.txt\n" in shown
+    assert "✓ read — notes.txt, lines 1-1 of 1\n" in shown
+    names = ", ".join(f"src/m{number}.py" for number in range(8))
+    assert f"✓ glob — 10 matches: {names}, …\n" in shown  # at most eight names
+    assert "✓ grep — 1 match: notes.txt:1\n" in shown

@@ -1,6 +1,7 @@
-"""What a terminal shows of a tool result besides its ✓/✗ line: the end of a command's output
-(dimmed when it succeeded, with a note of how much was cut) and the diff of what a step
-changed, coloured. Long output never floods the screen; all of it stays in the transcript."""
+"""What a terminal shows of a tool result: a few words on its ✓ line (what ls, glob, grep or read
+found), and under it the end of a command's output (dimmed when it succeeded, with a note of how
+much was cut) and the diff of what a step changed, coloured. Long output never floods the screen;
+all of it stays in the transcript."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 OUTPUT_LINES = 12  # last lines of a command's output shown
 DIFF_LINES = 60  # lines of a step's diff shown
 LINE_CHARS = 300
+SUMMARY_NAMES = 8  # names a ✓ line lists of what ls, glob or grep found
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 GUTTER = "    │ "
 
@@ -23,6 +25,36 @@ def result_lines(event: dict) -> list[tuple[str, str]]:
     if event.get("diff"):
         lines += diff_lines(event["diff"])
     return lines
+
+
+def result_summary(result: object) -> str:
+    """A few words on what a file tool found, for its ✓ line: ls's entries, glob's and grep's
+    matches, read's lines ("" for other results)."""
+    if not isinstance(result, dict):
+        return ""
+    if isinstance(result.get("entries"), list):
+        names = [_entry_name(entry) for entry in result["entries"] if isinstance(entry, dict)]
+        return _counted(result.get("count", len(names)), "entry", "entries", names)
+    if isinstance(result.get("matches"), list):
+        names = [_match_name(match) for match in result["matches"]]
+        return _counted(result.get("count", len(names)), "match", "matches", names)
+    if "total_lines" in result:
+        return f"{result.get('path')}, lines {result.get('lines')} of {result['total_lines']}"
+    return ""
+
+
+def _entry_name(entry: dict) -> str:
+    return f"{entry.get('name')}{'/' if entry.get('type') == 'dir' else ''}"
+
+
+def _match_name(match: object) -> str:
+    return f"{match.get('file')}:{match.get('line')}" if isinstance(match, dict) else str(match)
+
+
+def _counted(count: object, one: str, many: str, names: list[str]) -> str:
+    listed = ", ".join(clean(name) for name in names[:SUMMARY_NAMES])
+    more = ", …" if len(names) > SUMMARY_NAMES or count != len(names) else ""
+    return f"{count} {one if count == 1 else many}" + (f": {listed}{more}" if listed else "")
 
 
 def output_tail(output: str, failed: bool) -> list[tuple[str, str]]:

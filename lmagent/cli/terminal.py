@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmagent.cli.display import approval_lines, result_lines
+from lmagent.cli.display import approval_lines, result_lines, result_summary
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
@@ -144,7 +144,9 @@ class TerminalIO:
     def on_tool_result(self, event: dict) -> None:
         result = event.get("result") or {}
         if event.get("success"):
-            self.line(f"{self._prefix(event)}  ✓ {event['name']}", "green")
+            found = result_summary(result)
+            summary = f" — {found}" if found else ""
+            self.line(f"{self._prefix(event)}  ✓ {event['name']}{summary}"[:400], "green")
         else:
             error = one_line(result.get("error", ""))
             self.line(f"{self._prefix(event)}  ✗ {event['name']}: {error}"[:400], "red")
