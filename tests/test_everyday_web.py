@@ -11,6 +11,7 @@ import pytest
 
 from lmagent.core.config import Config, ConfigError
 from lmagent.sessions.store import SessionStore
+from lmagent.sessions.waiting import WaitingIndex
 from lmagent.web.app import create_app
 from lmagent.web.health import ServerHealth
 from tests.conftest import make_config
@@ -109,6 +110,15 @@ def test_a_session_is_deleted_with_its_files(signed_in, workspace):
     left = os.listdir(workspace / ".lmagent" / "sessions")
     assert not [name for name in left if name.startswith(gone)]
     assert signed_in.get(f"/api/sessions/{gone}").status_code == 404
+
+
+def test_a_deleted_waiting_session_is_not_woken(signed_in, workspace):
+    waiting = WaitingIndex(workspace)
+    keep, gone = a_session(workspace, "keep"), a_session(workspace, "gone")
+    for session_id in (keep, gone):
+        waiting.add(session_id, "2030-01-01T00:00:00+00:00", "later")
+    assert signed_in.delete(f"/api/sessions/{gone}").status_code == 200
+    assert list(WaitingIndex(workspace).load()) == [keep]
 
 
 def test_a_running_session_is_neither_deleted_nor_renamed(signed_in, workspace):

@@ -20,6 +20,7 @@ from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import sandbox_summary
 from lmagent.scheduler.overview import overview, overview_lines
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
+from lmagent.sessions.waiting import WaitingIndex
 from lmagent.web.auth import APP_CSP, COOKIE, PREVIEW_CSP, SAFE_METHODS, Guard, new_pin
 from lmagent.web.events import EventHub, stream
 from lmagent.web.files import FileProblem, describe_file, list_directory, raw_file, save_upload
@@ -410,6 +411,7 @@ def _install_everyday(app: Flask, state: WebState, health: ServerHealth) -> None
         try:
             if request.method == "DELETE":
                 store.delete(session_id)
+                WaitingIndex(state.config.workspace).remove(session_id)  # never woken once gone
                 return jsonify({"deleted": session_id})
             body = request.get_json(silent=True)
             title = body.get("title") if isinstance(body, dict) else None
