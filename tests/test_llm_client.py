@@ -685,6 +685,20 @@ def test_probe_of_a_server_that_never_answers_gives_up_after_one_timeout(workspa
     assert time.monotonic() - started < 1.2  # one timeout, not one per endpoint
 
 
+def test_probe_of_a_host_that_takes_no_connection_is_unreachable(workspace):
+    """A host that drops packets: connecting times out (here: a listener whose backlog is
+    full, so the kernel drops the new connection's SYN). That is absent, not loading."""
+    with socket.socket() as listener, socket.socket() as queued:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        queued.connect(listener.getsockname())  # fills the backlog; nothing accepts
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions"
+        started = time.monotonic()
+        info = probe_model(make_config(workspace, None, llm_url=url), timeout=0.5)
+    assert info == llm_client.ModelInfo(reachable=False)
+    assert time.monotonic() - started < 1.2
+
+
 def test_the_request_body_stays_exact_while_the_message_cache_reuses_encodings():
     """Encodings are reused as the history grows; a rewritten history (compaction) or a list the
     cache never saw is encoded afresh; the bytes always equal a plain encoding of the body."""

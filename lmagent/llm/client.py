@@ -913,7 +913,7 @@ class ModelInfo:
     vision_models: list[str] = field(default_factory=list)
     source: str = ""  # which endpoint answered
     supports_tools: bool | None = None  # False: the chat template drops `tools` (llama.cpp)
-    reachable: bool = True  # False: nothing listens at LLM_URL (refused, or no such host)
+    reachable: bool = True  # False: nothing accepts a connection at LLM_URL
 
 
 def unreachable_message(llm_url: str) -> str:
@@ -934,10 +934,11 @@ def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
         try:
             data = _get_json(base + server.info_path, headers, timeout)
             info = _READERS[server.source](data, config.llm_model) if data else None
-        except (OSError, http.client.HTTPException) as exc:
-            # nobody answers: asking the other endpoints would not help
-            absent = isinstance(exc, ConnectionRefusedError | socket.gaierror)
-            return ModelInfo(reachable=not absent)
+        except _NoConnection:  # refused, no such host, or no answer to connecting at all
+            return ModelInfo(reachable=False)
+        except (OSError, http.client.HTTPException):
+            # connected, but no reply (a server busy loading): the other endpoints would not help
+            return ModelInfo()
         except (LLMError, ValueError, KeyError, TypeError, AttributeError):
             continue
         if info is not None:
@@ -945,9 +946,17 @@ def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
     return ModelInfo()
 
 
+class _NoConnection(Exception):
+    """Nothing accepted a connection at the URL (a host that drops packets times out here)."""
+
+
 def _get_json(url: str, headers: dict, timeout: float) -> dict | None:
     conn = _connection(url, timeout)
     try:
+        try:
+            conn.connect()
+        except OSError as exc:
+            raise _NoConnection(str(exc)) from exc
         conn.request("GET", _target(url), headers=headers)
         response = conn.getresponse()
         return _json_object(response.read()) if response.status == 200 else None
