@@ -94,3 +94,19 @@ def tool_context(config: Config, *, session=None, services=None, **extra) -> Too
 def ctx(workspace: Path) -> ToolContext:
     """A tool context for `workspace`, with a test config."""
     return tool_context(make_config(workspace))
+
+
+@pytest.fixture
+def running():
+    """Start `agent_main.py` processes (tests.cli_process.Running); all are killed at the end."""
+    from tests.cli_process import Running
+
+    started: list[Running] = []
+
+    def start(*args, **kw) -> Running:
+        started.append(Running(*args, **kw))
+        return started[-1]
+
+    yield start
+    for proc in started:
+        proc.kill()

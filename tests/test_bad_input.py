@@ -12,9 +12,9 @@ import pytest
 from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
 from lmagent.tools.registry import MAX_NESTING, Toolset, make_tool
+from tests.cli_process import ROOT, cli, cli_env
 from tests.conftest import free_port
 from tests.scripted_llm import text, tool_call
-from tests.test_cli import ROOT, cli, cli_env
 
 # --------------------------------------------------------------------------- start-up
 

@@ -10,9 +10,9 @@ import json
 
 from lmagent.cli.terminal import Repl, TerminalIO
 from lmagent.loop.run import run_agent
+from tests.cli_process import cli, only_session
 from tests.conftest import make_config
 from tests.scripted_llm import text, tool_call
-from tests.test_cli import cli, only_session
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 

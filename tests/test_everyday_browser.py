@@ -10,9 +10,9 @@ import json
 import pytest
 
 from lmagent.sessions.store import SessionStore
+from tests.cli_process import closed_port_url
 from tests.conftest import make_config
 from tests.scripted_llm import ScriptedLLM, text
-from tests.test_cli import closed_port_url
 from tests.test_web_browser import OUTPUT, PNG, Page, browser  # noqa: F401 - the fixture
 from tests.test_web_support import WebHarness
 

@@ -11,23 +11,10 @@ import pytest
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
+from tests.cli_process import Running, cli, cli_env, only_session
 from tests.conftest import make_config
 from tests.pty_terminal import cli_with_terminal
 from tests.scripted_llm import call, error, text, tool_call, tool_calls
-from tests.test_cli import Running, cli, cli_env, only_session
-
-
-@pytest.fixture
-def running():
-    started: list[Running] = []
-
-    def start(*args, **kw) -> Running:
-        started.append(Running(*args, **kw))
-        return started[-1]
-
-    yield start
-    for proc in started:
-        proc.kill()
 
 
 def write_a(content: str = "A"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lmagent.core.config import Config, ConfigError
+from tests.cli_process import cli, cli_env
 from tests.scripted_llm import text
-from tests.test_cli import cli, cli_env
 
 
 def test_a_typo_in_dotenv_is_warned_about_once_naming_the_right_variable(workspace, llm):

@@ -10,9 +10,9 @@ import pytest
 from dotenv import dotenv_values
 
 from lmagent.cli.firstrun import FirstRun
+from tests.cli_process import cli, cli_env, closed_port_url
 from tests.pty_terminal import Terminal
 from tests.scripted_llm import ScriptedLLM, text
-from tests.test_cli import cli, cli_env, closed_port_url
 
 
 @pytest.fixture

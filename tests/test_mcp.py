@@ -19,9 +19,9 @@ from lmagent.loop.run import run_agent
 from lmagent.tools.mcp import MCPManager, load_specs, tool_name
 from lmagent.tools.registry import Services
 from lmagent.tools.toolset import build_toolset
+from tests.cli_process import Running, cli_env
 from tests.conftest import free_port, make_config, tool_context
 from tests.scripted_llm import text, tool_call
-from tests.test_cli import Running, cli_env
 
 DEMO = Path(__file__).parent / "mcp_servers" / "demo_server.py"
 

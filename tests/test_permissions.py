@@ -7,10 +7,10 @@ import json
 import pytest
 
 from lmagent.loop.run import run_agent
+from tests.cli_process import cli, cli_env
 from tests.conftest import make_config
 from tests.pty_terminal import cli_with_terminal
 from tests.scripted_llm import call, text, tool_call, tool_calls
-from tests.test_cli import cli, cli_env
 
 READ_ONLY = [
     call("read", {"path": "a.txt"}),

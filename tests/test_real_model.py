@@ -29,6 +29,7 @@ from lmagent.runtime import Runtime
 from lmagent.sessions.store import SessionStore
 from lmagent.tools.registry import Services, Toolset
 from lmagent.tools.toolset import build_toolset
+from tests.cli_process import cli_env
 from tests.conftest import need
 from tests.realmodel_fixtures import (
     N_CTX,
@@ -38,7 +39,6 @@ from tests.realmodel_fixtures import (
     real_config,
     start_xllama,
 )
-from tests.test_cli import cli_env
 
 pytest_plugins = ["tests.realmodel_fixtures"]  # xllama, lcpp
 pytestmark = pytest.mark.realmodel

@@ -20,9 +20,9 @@ from lmagent.loop.history import CALL_CUT_OFF
 from lmagent.loop.run import run_agent
 from lmagent.scheduler.inbox import Malformed, job_from_dict
 from lmagent.sessions.store import Session, SessionNotFound, SessionStore
+from tests.cli_process import Running, cli, cli_env
 from tests.conftest import make_config, need
 from tests.scripted_llm import call, text, tool_call, tool_calls
-from tests.test_cli import Running, cli, cli_env
 from tests.test_compaction import assert_paired
 
 DONE = text("Done.\nTASK_COMPLETE")

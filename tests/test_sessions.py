@@ -17,9 +17,9 @@ from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore, n
 from lmagent.sessions.waiting import WaitingIndex
 from lmagent.tools.registry import make_tool
 from lmagent.tools.toolset import build_toolset
+from tests.cli_process import Running, cli, cli_env, only_session
 from tests.conftest import make_config
 from tests.scripted_llm import call, error, text, tool_call, tool_calls
-from tests.test_cli import Running, cli, cli_env, only_session
 from tests.test_compaction import assert_paired
 
 USAGE = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}

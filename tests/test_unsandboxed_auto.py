@@ -13,9 +13,9 @@ import pytest
 import requests
 
 from lmagent.web.app import create_app
+from tests.cli_process import Running, cli, cli_env
 from tests.conftest import ROOT, free_port, make_config
 from tests.scripted_llm import text, tool_call
-from tests.test_cli import Running, cli, cli_env
 
 PIN = "13572468"
 REFUSED = "auto permission mode with SANDBOX_BACKEND=process would run every command unisolated"
