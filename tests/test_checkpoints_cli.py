@@ -9,6 +9,7 @@ import io
 import json
 
 from lmagent.cli.terminal import Repl, TerminalIO
+from lmagent.core.workspace import Workspace
 from lmagent.loop.run import run_agent
 from tests.cli_process import cli, only_session
 from tests.conftest import make_config
@@ -139,19 +140,55 @@ def test_the_terminal_shows_each_change_as_a_coloured_diff(workspace, llm):
     assert "\x1b[36m    │ @@ -1 +1 @@" in shown
 
 
-def test_a_permission_prompt_shows_the_change_or_the_command_it_asks_about():
+def test_a_permission_prompt_shows_the_change_or_the_command_it_asks_about(workspace):
     out = Tty()
     terminal = TerminalIO(out=out, err=out, inp=io.StringIO("y\nn\ny\n"))
+    terminal.workspace = Workspace(workspace)
     write = {"path": "app.py", "content": "import sys\n\n\ndef main():\n    pass\n"}
     assert terminal.ask("write", write) == "allow"
+    (workspace / "app.py").write_text(write["content"])
     edit = {"path": "app.py", "search": "pass", "replace": "return 0"}
     assert terminal.ask("edit", edit) == "deny"
     assert terminal.ask("shell", {"command": "python3 app.py --check"}) == "allow"
     shown = out.getvalue()
     assert "\x1b[32m    │ +def main():\n" in shown and '"content"' not in shown
-    assert "\x1b[31m    │ -pass\n" in shown and "\x1b[32m    │ +return 0\n" in shown
+    assert "    │ --- /dev/null\n" in shown  # a new file
+    assert "\x1b[31m    │ -    pass\n" in shown and "\x1b[32m    │ +    return 0\n" in shown
     assert "    │ $ python3 app.py --check\n" in shown
     assert "? allow write  [y]es / [n]o / [a]uto" in shown
+
+
+def test_a_write_over_a_file_asks_with_only_what_changes(workspace):
+    lines = [f"line {number}\n" for number in range(1, 41)]
+    (workspace / "notes.txt").write_text("".join(lines))
+    lines[19] = "line twenty\n"
+    out = Tty()
+    terminal = TerminalIO(out=out, err=out, inp=io.StringIO("n\n"))
+    terminal.workspace = Workspace(workspace)
+    assert terminal.ask("write", {"path": "notes.txt", "content": "".join(lines)}) == "deny"
+    shown = out.getvalue()
+    assert "\x1b[31m    │ -line 20\n" in shown and "\x1b[32m    │ +line twenty\n" in shown
+    assert "│ +line 1\n" not in shown and "│  line 1\n" not in shown  # not the whole file
+    assert "\x1b[36m    │ @@ -17,7 +17,7 @@" in shown
+    assert (workspace / "notes.txt").read_text().count("line 20\n") == 1  # nothing written
+
+
+def test_a_write_that_changes_nothing_says_so(workspace):
+    (workspace / "same.txt").write_text("as it is\n")
+    out = Tty()
+    terminal = TerminalIO(out=out, err=out, inp=io.StringIO("n\n"))
+    terminal.workspace = Workspace(workspace)
+    assert terminal.ask("write", {"path": "same.txt", "content": "as it is\n"}) == "deny"
+    assert "    │ (no change: same.txt already holds exactly this)\n" in out.getvalue()
+
+
+def test_a_permission_prompt_that_cannot_work_out_the_change_shows_the_arguments(workspace):
+    out = Tty()
+    terminal = TerminalIO(out=out, err=out, inp=io.StringIO("n\n"))
+    terminal.workspace = Workspace(workspace)
+    edit = {"path": "missing.py", "search": "a", "replace": "b"}
+    assert terminal.ask("edit", edit) == "deny"
+    assert '? allow edit {"path": "missing.py", "search": "a", "replace": "b"}' in out.getvalue()
 
 
 def test_the_terminal_says_what_ls_read_glob_and_grep_found(workspace, llm):

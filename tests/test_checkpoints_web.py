@@ -174,6 +174,7 @@ def test_diffs_output_blocks_approvals_and_restore_in_chromium(
         phone = Page(
             browser, web, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
         )
+        (workspace / "app.py").unlink()  # a new file again: its card shows the whole content
         review_run(phone, llm, "web_review_phone")
         width = phone.page.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, "the page scrolls sideways on a phone"

@@ -150,13 +150,16 @@ def test_stop_ends_a_running_shell_command_within_two_seconds(workspace, llm):
 
 @pytest.mark.parametrize(("decision", "written"), [("allow", True), ("deny", False)])
 def test_permission_request_is_answered_from_the_browser(workspace, llm, decision, written):
-    llm.add(tool_call("write", {"path": "p.txt", "content": "x"}), text("ok\nTASK_COMPLETE"))
+    (workspace / "p.txt").write_text("keep\nold\n")
+    content = "keep\nnew\n"
+    llm.add(tool_call("write", {"path": "p.txt", "content": content}), text("ok\nTASK_COMPLETE"))
     with WebHarness(make_config(workspace, llm, permission_mode="normal")) as web:
         http = web.session()
         events = web.stream(http)
         start(http, web)
         asked = events.wait_type("permission_request")["data"]
         assert asked["tool"] == "write" and asked["arguments"]["path"] == "p.txt"
+        assert "\n-old\n+new\n" in asked["diff"] and "+keep" not in asked["diff"]  # the change
         status = http.get(web.base + "/api/status", timeout=5).json()
         assert status["mode"] == "normal"
         assert status["run"]["pending"][0]["request_id"] == asked["request_id"]
@@ -167,7 +170,7 @@ def test_permission_request_is_answered_from_the_browser(workspace, llm, decisio
         result = events.wait_type("tool_result")["data"]
         assert result["success"] is written
         events.wait_type("done")
-        assert (workspace / "p.txt").exists() is written
+        assert ((workspace / "p.txt").read_text() == content) is written
         events.close()
 
 

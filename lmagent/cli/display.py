@@ -81,17 +81,13 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
     return result
 
 
-def approval_lines(tool: str, arguments: dict) -> list[tuple[str, str]]:
+def approval_lines(tool: str, arguments: dict, preview: str = "") -> list[tuple[str, str]]:
     """What a permission prompt shows before asking: the change a write or edit would make
-    (as diff lines) or the command a shell call would run; nothing for other tools."""
-    path, command = arguments.get("path"), arguments.get("command")
-    if tool == "write" and isinstance(arguments.get("content"), str):
-        added = ["+" + line for line in arguments["content"].splitlines()]
-        return diff_lines("\n".join([f"+++ {path} (whole new content)", *added]))
-    if tool == "edit" and isinstance(arguments.get("search"), str):
-        removed = ["-" + line for line in arguments["search"].splitlines()]
-        added = ["+" + line for line in str(arguments.get("replace", "")).splitlines()]
-        return diff_lines("\n".join([f"--- {path}", f"+++ {path}", *removed, *added]))
+    (`preview`, the diff against the file as it is), or the command a shell call would run;
+    nothing for other tools."""
+    command = arguments.get("command")
+    if preview:
+        return diff_lines(preview)
     if tool == "shell" and isinstance(command, str):
         return [(f"{GUTTER}$ {clean(line)}", "bold") for line in command.splitlines()]
     return []

@@ -23,6 +23,7 @@ from lmagent.runtime import shared_runtime
 from lmagent.scheduler.inbox import SchedulerLocked
 from lmagent.scheduler.service import BackgroundScheduler, start_background, status_lines
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
+from lmagent.tools.files import change_preview
 from lmagent.tools.processes import ProcessError, kill_process, process_lines
 
 EXIT_CODES = {
@@ -74,6 +75,7 @@ class TerminalIO:
         self.inp = inp or sys.stdin
         self.answers = answers
         self.mode = "normal"  # the permission mode, named when nobody can answer
+        self.workspace: Workspace | None = None  # where a write or edit would change a file
         self.session_id: str | None = None
         self.c = _colours(not as_json and getattr(self.out, "isatty", lambda: False)())
         self.mid_line = False
@@ -180,7 +182,8 @@ class TerminalIO:
         if tool == "plan":  # the plan itself was just streamed as the model's reply
             self.line("? carry out this plan  [y]es / [n]o", "bold")
         else:
-            preview = approval_lines(tool, arguments)
+            change = change_preview(self.workspace, tool, arguments) if self.workspace else ""
+            preview = approval_lines(tool, arguments, change)
             for text, colour in preview:
                 self.line(text, colour)
             summary = "" if preview else " " + json.dumps(arguments, ensure_ascii=False)[:300]
@@ -289,6 +292,7 @@ def one_shot(config: Config, task: str, args, runtime=None) -> int:
     """Run one task (or resume a session) to its end; the exit code tells how it ended."""
     io = TerminalIO(as_json=args.json, answers=answer_channel(args.json))
     io.mode = config.permission_mode
+    io.workspace = Workspace(config.workspace)
     stop = StopToken()
     try:
         with stop_on_signals(stop, io), shared_runtime(config, runtime) as runtime:
@@ -360,6 +364,7 @@ class Repl:
         self.config = config
         self.args = args
         self.io = io or TerminalIO()
+        self.io.workspace = Workspace(config.workspace)
         self.mode = config.permission_mode
         self.session_id: str | None = getattr(args, "resume", None)
         self.plan_next = bool(getattr(args, "plan", False))

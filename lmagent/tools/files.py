@@ -210,6 +210,54 @@ def tool_edit(
     return {"path": rel, "match": how, "line": line}
 
 
+def change_preview(workspace: Workspace, tool: str, arguments: dict) -> str:
+    """The diff a write or edit call would make, worked out without making it, for a permission
+    prompt ("" for other tools, or when it cannot be worked out: the call will say why)."""
+    path = arguments.get("path")
+    if tool not in ("write", "edit") or not isinstance(path, str):
+        return ""
+    try:
+        data, rel = workspace.read_bytes(path, MAX_FILE_BYTES)
+        old: str | None = data.decode("utf-8", "surrogateescape").replace("\r\n", "\n")
+    except FileNotFoundError:
+        old, rel = None, path
+    except (OSError, PathError):
+        return ""
+    new = _previewed(tool, old, arguments)
+    if new is None:
+        return ""
+    if new == old:
+        return f"diff --git a/{rel} b/{rel}\n(no change: {rel} already holds exactly this)\n"
+    return _unified(rel, old, new)
+
+
+def _previewed(tool: str, old: str | None, arguments: dict) -> str | None:
+    """The file's text after the call (None when the call would fail)."""
+    if tool == "write":
+        content = arguments.get("content")
+        return content if isinstance(content, str) else None
+    search, replace = arguments.get("search"), arguments.get("replace")
+    if old is None or not isinstance(search, str) or not search or not isinstance(replace, str):
+        return None
+    try:
+        return apply_edit(old, search.replace("\r\n", "\n"), replace.replace("\r\n", "\n"))[0]
+    except ToolError:
+        return None
+
+
+def _unified(rel: str, old: str | None, new: str) -> str:
+    """A git-style diff of one file (old None: a new file)."""
+    before = [] if old is None else old.splitlines(keepends=True)
+    lines = difflib.unified_diff(
+        before,
+        new.splitlines(keepends=True),
+        "/dev/null" if old is None else f"a/{rel}",
+        f"b/{rel}",
+    )
+    body = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    return f"diff --git a/{rel} b/{rel}\n{body}"
+
+
 def apply_edit(text: str, search: str, replace: str) -> tuple[str, str, int]:
     """(new text, how it matched, first line): exact, whitespace-tolerant, then fuzzy.
 

@@ -26,6 +26,7 @@ from lmagent.loop.run import run_agent
 from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import sandbox_summary
 from lmagent.sessions.store import Session, SessionBusy, SessionStore
+from lmagent.tools.files import change_preview
 from lmagent.tools.registry import Services
 from lmagent.web.events import EventHub, frame
 from lmagent.web.server import trim_memory
@@ -52,6 +53,7 @@ class Question:
     request_id: str
     tool: str
     arguments: object
+    diff: str = ""  # what a write or edit would change, for the card
     answered: threading.Event = field(default_factory=threading.Event)
     decision: str = ""
 
@@ -62,6 +64,7 @@ class Question:
             "request_id": self.request_id,
             "tool": self.tool,
             "arguments": self.arguments,
+            "diff": self.diff,
         }
 
 
@@ -281,7 +284,8 @@ class RunManager:
 
     def ask(self, run: Run, tool: str, arguments: object) -> str:
         """Called by the loop: publish a permission_request and wait for the browser."""
-        question = Question(secrets.token_hex(8), tool, _jsonable(arguments))
+        change = change_preview(Workspace(self.config.workspace), tool, arguments)
+        question = Question(secrets.token_hex(8), tool, _jsonable(arguments), change)
         with self._lock:
             run.questions[question.request_id] = question
             self.hub.publish(shrink_event(question.as_event(run.session.id)))

@@ -168,7 +168,7 @@ function showQuestion(event) {
     }
     card.append(el('div', 'question', 'Approve this plan?'), list);
   } else {
-    card.append(el('div', 'question', `Allow ${event.tool}?`), approvalBody(event.tool, event.arguments));
+    card.append(el('div', 'question', `Allow ${event.tool}?`), approvalBody(event.tool, event.arguments, event.diff));
   }
   const actions = el('div', 'actions');
   const choices = [

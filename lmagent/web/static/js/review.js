@@ -85,24 +85,11 @@ export function resultView(result) {
 
 // ---------------------------------------------------------------- approval cards
 
-function asDiff(path, removed, added) {
-  const lines = [`--- a/${path}`, `+++ b/${path}`, '@@ @@'];
-  for (const line of removed) lines.push(`-${line}`);
-  for (const line of added) lines.push(`+${line}`);
-  return `diff --git a/${path} b/${path}\n${lines.join('\n')}\n`;
-}
-
-// What a permission card shows: the change for write/edit, the command for shell.
-export function approvalBody(tool, args) {
+// What a permission card shows: the change a write or edit would make (`diff`, worked out on
+// the server against the file as it is), the command for shell, else the arguments.
+export function approvalBody(tool, args, diff) {
+  if (diff) return diffView(diff);
   const a = parsed(args) || {};
-  if (typeof a === 'object' && typeof a.path === 'string') {
-    if (tool === 'write' && typeof a.content === 'string') {
-      return diffView(asDiff(a.path, [], a.content.replace(/\n$/, '').split('\n')));
-    }
-    if (tool === 'edit' && typeof a.search === 'string' && typeof a.replace === 'string') {
-      return diffView(asDiff(a.path, a.search.split('\n'), a.replace.split('\n')));
-    }
-  }
   if (tool === 'shell' && typeof a === 'object' && typeof a.command === 'string') {
     const box = el('div', 'approval-command');
     box.append(terminalBlock(`$ ${a.command}`));
