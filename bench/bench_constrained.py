@@ -9,9 +9,11 @@ bundled SmolLM2-135M, started as `--embedded` starts it.
    counted: runs of the first task whose answer names the secret word.
 2. The valid-call rate of the three tool modes side by side on the same server and model, RUNS
    turns each of "Read notes.txt" with the agent's own system prompt, the modes alternated turn by
-   turn: a turn counts when it holds a call to an offered tool whose arguments bind to it (native
-   tool_calls and calls written as text both count, as the agent accepts both). Target: 100 %
-   under constrained. Time per turn for each.
+   turn: a turn is valid when it holds a call to an offered tool whose arguments bind to it
+   (native tool_calls and calls written as text both count, as the agent accepts both), and
+   malformed when a call it holds does not bind or cannot be read; the rest answered without a
+   call. Target: no malformed reply under constrained (every call that comes back is valid).
+   Time per turn for each.
 
     python -m bench --only constrained
 """
@@ -117,9 +119,11 @@ def tasks(server) -> dict:
 # --------------------------------------------------------------------------- the three modes
 
 
-def mode_turn(workspace: Path, server, mode: str, toolset) -> tuple[bool, float]:
-    """(a valid call came back, seconds) for one turn of 'Read notes.txt' in `mode`; native
-    sends the tools as `tools` even though this model's template drops them."""
+def mode_turn(workspace: Path, server, mode: str, toolset) -> tuple[str, float]:
+    """(what came back, seconds) for one turn of 'Read notes.txt' in `mode`: "valid" (a call
+    of an offered tool whose arguments bind), "malformed" (a call that does not bind, calls
+    written so they cannot be read, a failed request), or "answer" (no call, as the schema also
+    allows). native sends the tools as `tools` even though this model's template drops them."""
     config = make_config(
         workspace, server.url, tool_call_mode=mode, llm_max_tokens=MODE_TOKENS, llm_timeout=120.0
     )
@@ -133,13 +137,13 @@ def mode_turn(workspace: Path, server, mode: str, toolset) -> tuple[bool, float]
     started = time.perf_counter()
     try:
         reply = client.chat(messages, toolset.schemas() if client.uses_tool_schemas else [])
-    except LLMError:
-        return False, time.perf_counter() - started
+        calls = list(reply.tool_calls) + extract_text_calls(reply.content, set(toolset.names()))
+    except (LLMError, FormatError):
+        return "malformed", time.perf_counter() - started
     seconds = time.perf_counter() - started
-    calls = list(reply.tool_calls)
-    with contextlib.suppress(FormatError):
-        calls += extract_text_calls(reply.content, set(toolset.names()))
-    return bool(calls) and all(_binds(toolset, call) for call in calls), seconds
+    if not calls:
+        return "answer", seconds
+    return ("valid" if all(_binds(toolset, call) for call in calls) else "malformed"), seconds
 
 
 def _binds(toolset, call: dict) -> bool:
@@ -152,7 +156,7 @@ def _binds(toolset, call: dict) -> bool:
 
 def modes(server) -> dict:
     order = ("constrained", "text", "native")
-    out = {mode: {"valid": 0, "seconds": []} for mode in order}
+    out = {mode: {"valid": 0, "malformed": 0, "answer": 0, "seconds": []} for mode in order}
     with temp_workspace() as workspace:
         seed(workspace)
         runtime = Runtime(make_config(workspace, server.url))  # the tool set for this model
@@ -160,8 +164,8 @@ def modes(server) -> dict:
         runtime.close()
         for run in range(RUNS):
             for mode in order[run % 3 :] + order[: run % 3]:  # each goes first a third of the time
-                valid, seconds = mode_turn(workspace, server, mode, toolset)
-                out[mode]["valid"] += valid
+                kind, seconds = mode_turn(workspace, server, mode, toolset)
+                out[mode][kind] += 1
                 out[mode]["seconds"].append(seconds)
     return out
 
@@ -174,7 +178,7 @@ def run() -> dict:
         server = start_server(stack)
         done = tasks(server)
         side = modes(server)
-    return result("constrained", figures(done, side), notes(done), TITLE)
+    return result("constrained", figures(done, side), notes(done, side), TITLE)
 
 
 def share(values: list, test) -> float:
@@ -196,17 +200,19 @@ def figures(done: dict, side: dict) -> list[dict]:
         figure("time per --embedded run (call and answer), p50", median(done["seconds"]), "s"),
     ]
     for mode, counts in side.items():
-        valid = 100 * counts["valid"] / RUNS
-        target = ("= 100 %", valid == 100) if mode == "constrained" else (None, None)
+        malformed = 100 * counts["malformed"] / RUNS
+        target = ("= 0 %", malformed == 0) if mode == "constrained" else (None, None)
         items += [
-            figure(f"valid tool calls — {mode}", valid, "%", *target),
+            figure(f"valid tool calls — {mode}", 100 * counts["valid"] / RUNS, "%"),
+            figure(f"malformed replies — {mode}", malformed, "%", *target),
             figure(f"turn time p50 — {mode}", median(counts["seconds"]), "s"),
         ]
     return items
 
 
-def notes(done: dict) -> str:
+def notes(done: dict, side: dict) -> str:
     samples = "; ".join(f"{kind}: {calls!r}" for kind, calls in done["samples"].items())
+    answered = ", ".join(f"{mode} {counts['answer']}" for mode, counts in side.items())
     return (
         f"{RUNS} runs of each task, alternated, each in a fresh workspace holding "
         f"{', '.join(FILES)}; tool mode chosen by auto: {', '.join(sorted(done['modes']))}. "
@@ -214,6 +220,7 @@ def notes(done: dict) -> str:
         f"'Read notes.txt' at the default temperature, at most {MODE_TOKENS} tokens, the order of "
         "the modes rotated every turn. native = the tools sent as `tools` (SmolLM2's template "
         "drops them), text = the tools described in the prompt, constrained = a JSON schema. "
+        f"Turns that answered without a call: {answered} of {RUNS}. "
         "The machine is shared; figures move with its load."
     )
 
