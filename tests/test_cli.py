@@ -313,6 +313,21 @@ def test_repl_tasks_share_a_session_until_new(workspace, llm):
     assert len(SessionStore(workspace).list()) == 2
 
 
+def test_a_repl_fed_by_a_pipe_never_takes_the_next_task_as_a_permission_answer(workspace, llm):
+    llm.add(
+        tool_call("write", {"path": "a.txt", "content": "A"}),
+        text("Second task done.\nTASK_COMPLETE"),
+    )
+    env = cli_env(workspace, llm, PERMISSION_MODE="normal")
+    done = cli(workspace, llm, input="make a.txt\nyes, the second task\nexit\n", env=env)
+    llm.assert_all_used()
+    assert not (workspace / "a.txt").exists()
+    assert "write needs permission in normal mode and there is no terminal" in done.stdout
+    asked = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]
+    assert asked[-1] == "yes, the second task"  # the line was a task, not an answer
+    assert "Second task done." in done.stdout
+
+
 def test_repl_ctrl_c_stops_the_task_and_returns_to_the_prompt(workspace, llm, running):
     llm.add(text("slow", delay=30), text("Second task done.\nTASK_COMPLETE"))
     proc = running(workspace, llm)

@@ -281,7 +281,7 @@ def stop_on_signals(
 
 
 def answer_channel(as_json: bool) -> str | None:
-    """Who answers a one-shot run's permission requests: a terminal, JSON lines on stdin, or
+    """Who answers permission requests: a terminal, JSON lines on stdin (one-shot --json), or
     nobody (stdin is not a terminal: cron, CI, a pipe)."""
     if as_json:
         return "json"
@@ -363,7 +363,8 @@ class Repl:
     def __init__(self, config: Config, args, io: TerminalIO | None = None, runtime=None):
         self.config = config
         self.args = args
-        self.io = io or TerminalIO()
+        # a pipe on stdin holds the next tasks, not answers: nobody answers permission prompts
+        self.io = io or TerminalIO(answers=answer_channel(False))
         self.io.workspace = Workspace(config.workspace)
         self.mode = config.permission_mode
         self.session_id: str | None = getattr(args, "resume", None)
