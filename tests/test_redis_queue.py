@@ -400,6 +400,28 @@ def test_a_task_waiting_for_a_busy_workspace_runs_after_it_without_losing_a_try(
         llm.stop()
 
 
+def test_a_task_given_back_leaves_no_stamp_that_would_fail_it_later(tmp_path, redis_server):
+    """RQ stamps a task the first time maintenance finds it taken but not started, and fails it
+    as stuck a minute after that stamp. A task left for a busy workspace is taken again and
+    again: the stamp of an earlier taking must go with it, or the next taking fails it."""
+    from lmagent.core.stop import StopToken
+    from lmagent.scheduler.queue_clock import QueueClockIntermediateQueue
+    from lmagent.scheduler.redis_worker import AgentWorker, Refused
+
+    config = queue_config(tmp_path, redis_server.url)
+    connection = redis_queue.connect(redis_server.url)
+    task_id = redis_queue.submit(config, {"task": "after the long one"})
+    queue = redis_queue.rq_queue(connection)
+    worker = AgentWorker(config, connection, lambda line: None, StopToken())
+    taken = QueueClockIntermediateQueue(queue.key, connection)
+    connection.lmove(queue.key, taken.key)  # as RQ takes a task for a worker
+    stamp = taken.get_first_seen_key(task_id)
+    connection.set(stamp, time.time() - 120)  # maintenance saw it taken two minutes ago
+    worker.give_back(queue.fetch_job(task_id), queue, Refused("workspace in use", counts=False))
+    assert not connection.exists(stamp)
+    assert queue.job_ids == [task_id] and taken.get_job_ids() == []
+
+
 def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis_server):
     later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
     args = ("--queue", redis_server.url, "--workspace", str(tmp_path))

@@ -36,7 +36,12 @@ from lmagent.core.files import read_json
 from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
 from lmagent.loop.permissions import PermissionGate
-from lmagent.scheduler.queue_clock import QueueClockJob, QueueClockScheduler, clean_registries
+from lmagent.scheduler.queue_clock import (
+    QueueClockIntermediateQueue,
+    QueueClockJob,
+    QueueClockScheduler,
+    clean_registries,
+)
 from lmagent.scheduler.redis_queue import (
     JOB_FUNCTION,
     MAX_TRIES,
@@ -192,7 +197,7 @@ class AgentWorker(SimpleWorker):
         job.save_meta()
         with self.connection.pipeline() as pipeline:
             pipeline.multi()  # first: RQ's enqueue_job opens it otherwise, after lrem (an error)
-            pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+            self.leave_taken(job, queue, pipeline)
             if refused.counts:  # offered again a little later, by the queue's clock
                 when = queue_time(self.connection) + timedelta(seconds=GIVE_BACK_DELAY)
                 queue.schedule_job(job, when, pipeline=pipeline)
@@ -205,9 +210,17 @@ class AgentWorker(SimpleWorker):
         self.say(f"worker: failed {job.id}: {error}")
         job.save_meta()
         with self.connection.pipeline() as pipeline:
-            pipeline.lrem(queue.intermediate_queue_key, 1, job.id)
+            self.leave_taken(job, queue, pipeline)
             record_job_failure(job, error, pipeline)
             pipeline.execute()
+
+    def leave_taken(self, job, queue, pipeline) -> None:
+        """Take a task this worker will not start off RQ's list of taken tasks, with the time
+        RQ first saw it there: kept, that stamp would make another worker's maintenance call
+        the task stuck the next time it is taken (a try lost per minute of a busy workspace)."""
+        taken = QueueClockIntermediateQueue(queue.key, self.connection)
+        pipeline.lrem(taken.key, 1, job.id)
+        pipeline.delete(taken.get_first_seen_key(job.id))
 
     # ------------------------------------------------------------------ workspaces
 
