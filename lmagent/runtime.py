@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterator
 
 from lmagent.core.config import Config
-from lmagent.llm.client import LLMClient, ModelInfo, probe_model, unreachable_message
+from lmagent.llm.client import LLMClient
+from lmagent.llm.probe import ModelInfo, probe_model, unreachable_message
 from lmagent.llm.quirks import unsent_at_start
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolmode import choose as choose_tool_mode

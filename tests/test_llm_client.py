@@ -22,9 +22,9 @@ from lmagent.llm.client import (
     LLMStopped,
     LLMUnreachable,
     RetryRule,
-    probe_model,
     rule_for,
 )
+from lmagent.llm.probe import ModelInfo, probe_model
 from lmagent.loop.run import run_agent
 from tests.conftest import free_port, make_config
 from tests.scripted_llm import (
@@ -670,7 +670,7 @@ def test_probe_without_either_endpoint_knows_no_context(workspace):
 def test_probe_of_a_dead_server_is_quick_and_empty(workspace):
     config = make_config(workspace, None, llm_url=f"http://127.0.0.1:{free_port()}/v1")
     started = time.monotonic()
-    assert probe_model(config) == llm_client.ModelInfo(reachable=False)
+    assert probe_model(config) == ModelInfo(reachable=False)
     assert time.monotonic() - started < 1
 
 
@@ -681,7 +681,7 @@ def test_probe_of_a_server_that_never_answers_gives_up_after_one_timeout(workspa
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions"
         started = time.monotonic()
         info = probe_model(make_config(workspace, None, llm_url=url), timeout=0.5)
-    assert info == llm_client.ModelInfo()  # slow is not absent: the run will still try
+    assert info == ModelInfo()  # slow is not absent: the run will still try
     assert time.monotonic() - started < 1.2  # one timeout, not one per endpoint
 
 
@@ -695,7 +695,7 @@ def test_probe_of_a_host_that_takes_no_connection_is_unreachable(workspace):
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions"
         started = time.monotonic()
         info = probe_model(make_config(workspace, None, llm_url=url), timeout=0.5)
-    assert info == llm_client.ModelInfo(reachable=False)
+    assert info == ModelInfo(reachable=False)
     assert time.monotonic() - started < 1.2
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-import lmagent.llm.client as llm_client
-from lmagent.llm.client import LLMClient, probe_model
+import lmagent.llm.probe as llm_probe
+from lmagent.llm.client import LLMClient
 from lmagent.llm.errors import LLMError
+from lmagent.llm.probe import probe_model
 from lmagent.llm.quirks import OPTIONAL_PARAMS, SERVERS, rejected_params, unsent_at_start
 from tests.conftest import make_config
 from tests.scripted_llm import DEFAULT_PROPS, ScriptedLLM, text
@@ -20,7 +21,7 @@ def test_the_first_server_in_the_table_that_answers_names_the_server(workspace):
         config = make_config(workspace, llm)
         assert probe_model(config).source == SERVERS[0].source == "lmstudio"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(llm_client, "SERVERS", SERVERS[1:])
+            patch.setattr(llm_probe, "SERVERS", SERVERS[1:])
             info = probe_model(config)
         assert (info.source, info.context_length) == ("llama.cpp", 8192)
 

@@ -22,7 +22,8 @@ import pytest
 
 from lmagent.cli.terminal import EXIT_CODES
 from lmagent.core.workspace import PathError, Workspace
-from lmagent.llm.client import Callbacks, LLMClient, probe_model
+from lmagent.llm.client import Callbacks, LLMClient
+from lmagent.llm.probe import probe_model
 from lmagent.loop.history import result_messages
 from lmagent.loop.run import run_agent
 from lmagent.runtime import Runtime

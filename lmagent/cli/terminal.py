@@ -16,7 +16,7 @@ from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
-from lmagent.llm.client import unreachable_message
+from lmagent.llm.probe import unreachable_message
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.run import RunResult, run_agent
 from lmagent.runtime import shared_runtime

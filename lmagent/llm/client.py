@@ -45,7 +45,6 @@ from lmagent.llm.errors import (
 )
 from lmagent.llm.quirks import (
     RETRY_POLICY,
-    SERVERS,
     RetryRule,
     rejected_params,
     reply_format,
@@ -407,7 +406,7 @@ def chat_url(llm_url: str) -> str:
     return url + "/v1/chat/completions" if urlsplit(url).path == "" else url
 
 
-def _connection(url: str, timeout: float) -> http.client.HTTPConnection:
+def open_connection(url: str, timeout: float) -> http.client.HTTPConnection:
     parts = urlsplit(url)
     try:
         port = parts.port
@@ -419,7 +418,7 @@ def _connection(url: str, timeout: float) -> http.client.HTTPConnection:
     return kind(parts.hostname, port, timeout=timeout)
 
 
-def _target(url: str) -> str:
+def request_target(url: str) -> str:
     parts = urlsplit(url)
     return (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
 
@@ -480,7 +479,7 @@ def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
         yield buffer[5:].strip().decode("utf-8", "replace")
 
 
-def _json_object(text: str | bytes) -> dict | None:
+def json_object(text: str | bytes) -> dict | None:
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
@@ -664,7 +663,7 @@ class LLMClient:
             with self._open(body, stop) as response:
                 try:
                     if "text/event-stream" not in (response.getheader("Content-Type") or ""):
-                        _apply_completion(_json_object(response.read()), state)
+                        _apply_completion(json_object(response.read()), state)
                         return state.finish()
                     got_any = self._consume(response, state)
                 except (OSError, http.client.HTTPException) as exc:
@@ -701,7 +700,7 @@ class LLMClient:
         with self._idle_lock:
             if self._idle:
                 return self._idle.pop(), True
-        return _connection(self.url, CONNECT_TIMEOUT), False
+        return open_connection(self.url, CONNECT_TIMEOUT), False
 
     def _release(self, conn: http.client.HTTPConnection, keep: bool) -> None:
         if keep and conn.sock is not None:
@@ -730,7 +729,7 @@ class LLMClient:
         if self.config.llm_api_key:
             headers["Authorization"] = f"Bearer {self.config.llm_api_key}"
         try:
-            response = _post(conn, _target(self.url), data, headers, reused, self.url)
+            response = _post(conn, request_target(self.url), data, headers, reused, self.url)
         except TimeoutError:
             raise LLMTimeout(
                 f"no answer from {self.url} within LLM_TIMEOUT={self.config.llm_timeout:g} s"
@@ -751,7 +750,7 @@ class LLMClient:
             if data == "[DONE]":
                 done = True
                 break
-            chunk = _json_object(data)
+            chunk = json_object(data)
             if chunk is None:
                 continue
             if chunk.get("error"):
@@ -894,113 +893,10 @@ def _root_cause(exc: BaseException) -> str:
 
 
 def _error_text(body: str) -> str:
-    data = _json_object(body)
+    data = json_object(body)
     if data is None:
         return body.strip()[:300]
     error = data.get("error", data)
     if isinstance(error, dict):
         error = error.get("message") or error
     return str(error)[:300]
-
-
-# --------------------------------------------------------------------------- what is loaded
-
-
-@dataclass
-class ModelInfo:
-    model_id: str = ""
-    context_length: int | None = None
-    vision_models: list[str] = field(default_factory=list)
-    source: str = ""  # which endpoint answered
-    supports_tools: bool | None = None  # False: the chat template drops `tools` (llama.cpp)
-    reachable: bool = True  # False: nothing accepts a connection at LLM_URL
-
-
-def unreachable_message(llm_url: str) -> str:
-    """What to tell a user when nothing answers at LLM_URL."""
-    return (
-        f"cannot reach the LLM server at {llm_url}. Start LM Studio, load a model and start its "
-        "server (Developer tab → Start Server, or `lms server start`), or set LLM_URL to your "
-        "server's /v1/chat/completions address."
-    )
-
-
-def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
-    """Ask the server what is loaded and how large its context window is (best effort): each
-    kind of server in quirks.SERVERS, in order, until one answers."""
-    base = base_url(config.llm_url)
-    headers = {"Authorization": f"Bearer {config.llm_api_key}"} if config.llm_api_key else {}
-    for server in SERVERS:
-        try:
-            data = _get_json(base + server.info_path, headers, timeout)
-            info = _READERS[server.source](data, config.llm_model) if data else None
-        except _NoConnection:  # refused, no such host, or no answer to connecting at all
-            return ModelInfo(reachable=False)
-        except (OSError, http.client.HTTPException):
-            # connected, but no reply (a server busy loading): the other endpoints would not help
-            return ModelInfo()
-        except (LLMError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-        if info is not None:
-            return info
-    return ModelInfo()
-
-
-class _NoConnection(Exception):
-    """Nothing accepted a connection at the URL (a host that drops packets times out here)."""
-
-
-def _get_json(url: str, headers: dict, timeout: float) -> dict | None:
-    conn = _connection(url, timeout)
-    try:
-        try:
-            conn.connect()
-        except OSError as exc:
-            raise _NoConnection(str(exc)) from exc
-        conn.request("GET", _target(url), headers=headers)
-        response = conn.getresponse()
-        return _json_object(response.read()) if response.status == 200 else None
-    finally:
-        conn.close()
-
-
-def _read_lmstudio(data: dict, wanted: str) -> ModelInfo | None:
-    if not isinstance(data.get("data"), list):
-        return None
-    models = [m for m in data["data"] if isinstance(m, dict) and m.get("id")]
-    loaded = [m for m in models if m.get("state") == "loaded"]
-    chosen = next((m for m in models if m["id"] == wanted), None) if wanted else None
-    chosen = chosen or (loaded[0] if loaded else None)
-    vision = [
-        m["id"]
-        for m in loaded
-        if m.get("type") == "vlm" or "vision" in (m.get("capabilities") or ())
-    ]
-    if chosen is None:
-        return ModelInfo(vision_models=vision, source="lmstudio")
-    # a model that is not loaded yet gets its context length when it loads: unknown until then
-    length = chosen.get("loaded_context_length") if chosen.get("state") == "loaded" else None
-    return ModelInfo(chosen["id"], int(length) if length else None, vision, "lmstudio")
-
-
-def _read_llamacpp(data: dict, wanted: str) -> ModelInfo | None:
-    settings = data.get("default_generation_settings") or {}
-    n_ctx = settings.get("n_ctx") or data.get("n_ctx")
-    if not n_ctx:
-        return None
-    alias = data.get("model_alias") or data.get("model_path") or wanted or ""
-    vision = [alias] if (data.get("modalities") or {}).get("vision") else []
-    caps = data.get("chat_template_caps")
-    tools = caps.get("supports_tools") if isinstance(caps, dict) else None
-    return ModelInfo(alias, int(n_ctx), vision, "llama.cpp", tools if tools is False else None)
-
-
-def _read_openai(data: dict, wanted: str) -> ModelInfo | None:
-    if not data.get("data"):
-        return None
-    ids = [m.get("id", "") for m in data["data"]]
-    return ModelInfo(wanted if wanted in ids else ids[0], None, [], "openai")
-
-
-# how each kind of server in quirks.SERVERS describes what is loaded
-_READERS = {"lmstudio": _read_lmstudio, "llama.cpp": _read_llamacpp, "openai": _read_openai}

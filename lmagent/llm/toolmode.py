@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import requests
 
 from lmagent.core.config import Config
-from lmagent.llm.client import ModelInfo, chat_url
+from lmagent.llm.client import chat_url
+from lmagent.llm.probe import ModelInfo
 from lmagent.llm.quirks import SERVERS, reply_format
 
 PROBE_SCHEMA = {

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from lmagent.core.config import Config
-from lmagent.llm.client import ModelInfo, probe_model, unreachable_message
+from lmagent.llm.probe import ModelInfo, probe_model, unreachable_message
 
 NO_MODEL = (
     "the server at {url} answers but has no model loaded yet; load one (LM Studio: My Models → "

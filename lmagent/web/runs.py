@@ -368,7 +368,7 @@ class RunManager:
         return [f"sandbox {sandbox_summary(SandboxConfig.from_config(self.config))}"]
 
     def _probe(self) -> None:
-        from lmagent.llm.client import probe_model
+        from lmagent.llm.probe import probe_model
 
         try:
             self._model = probe_model(self.config, timeout=2.0).model_id or ""
