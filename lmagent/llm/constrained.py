@@ -38,9 +38,8 @@ def reply_schema(tools: list[dict], calls: bool = True, answer: bool = True) -> 
     """The schema of a reply: one call of one of `tools` (OpenAI function definitions) with
     valid arguments, or {"answer": text}; without `calls` only the answer, without `answer`
     only a call (when there is a tool to call)."""
-    options = [_call_schema(t["function"]) for t in tools if t.get("type") == "function"]
-    if not calls:
-        options = []
+    functions = [tool["function"] for tool in tools if tool.get("type") == "function"]
+    options = [_call_schema(function) for function in functions] if calls else []
     if options and not answer:
         return {"anyOf": options}
     reply = {
