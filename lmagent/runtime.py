@@ -19,7 +19,7 @@ from lmagent.subagents.tools import agent_toolset
 from lmagent.tools.mcp import MCPManager, describe_command
 from lmagent.tools.processes import process_lines
 from lmagent.tools.registry import Services, Toolset
-from lmagent.tools.toolset import SMALL_CONTEXT
+from lmagent.tools.toolset import SMALL_CONTEXT, kept_tools
 from lmagent.tools.vision import vision_tool
 
 SCHEDULER_RUNS_AUTO = "the scheduler (its tasks run in auto permission mode)"
@@ -160,6 +160,11 @@ class Runtime:
 
     # ------------------------------------------------------------------ reporting
 
+    def tool_set_names(self) -> list[str]:
+        """The built-in tools TOOL_SET keeps (a sub-agent's report_result aside)."""
+        kept = kept_tools(self.config.tool_set, self.context_length) or ()
+        return [name for name in kept if name != "report_result"]
+
     def banner_lines(self, mode: str | None = None) -> list[str]:
         """Where and how the agent works, in two lines (`mode`: the permission mode, when the
         front end has one), then vision, MCP servers and warnings."""
@@ -171,6 +176,8 @@ class Runtime:
             f"model {model} at {self.config.llm_url} · context {window} · "
             + self.tool_mode.describe(),
         ]
+        if self.config.tool_set in ("compact", "tiny"):
+            lines.append(f"tool set {self.config.tool_set}: {', '.join(self.tool_set_names())}")
         unisolated = unisolated_warning(self.config)
         if unisolated:
             lines.append(f"warning: {unisolated}")

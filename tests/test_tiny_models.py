@@ -212,6 +212,20 @@ def test_tiny_without_a_schema_leaves_the_model_free(workspace, llm):
     assert result.status == "completed"
 
 
+def test_the_banner_names_a_narrowed_tool_set(workspace, llm):
+    runtime = Runtime(make_config(workspace, llm, tool_set="tiny", enable_mcp=False))
+    try:
+        lines = runtime.banner_lines("auto")
+    finally:
+        runtime.close()
+    assert "tool set tiny: read, write, edit, ls, glob, grep, mkdir, shell" in lines
+    full = Runtime(make_config(workspace, llm, enable_mcp=False))
+    try:
+        assert not any(line.startswith("tool set") for line in full.banner_lines("auto"))
+    finally:
+        full.close()
+
+
 def test_other_tool_sets_may_answer_at_once(workspace, llm):
     llm.add(replying({"answer": "Hello.\nTASK_COMPLETE"}))
     config = make_config(workspace, llm, tool_call_mode="constrained", tool_set="compact")
