@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,18 @@ from tests.scripted_llm import ScriptedLLM
 ROOT = Path(__file__).resolve().parent.parent
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
+    """The first true value `predicate()` returns, asked every 50 ms; AssertionError naming
+    `what` when `timeout` seconds pass without one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def free_port() -> int:

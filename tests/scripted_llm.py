@@ -91,6 +91,7 @@ __all__ = [
     "drop",
     "error",
     "loading",
+    "props_without_tools",
     "text",
     "tool_call",
     "tool_calls",
@@ -119,6 +120,17 @@ DEFAULT_PROPS: dict[str, Any] = {
     "build_info": "scripted",
 }
 NO_TURNS_LEFT: dict[str, Any] = {"error": "scripted LLM: no turns left"}
+
+
+def props_without_tools() -> dict[str, Any]:
+    """/props of a llama.cpp server whose model's chat template knows no tools (SmolLM2's)."""
+    return {
+        "default_generation_settings": {"n_ctx": 8192},
+        "model_alias": "tiny",
+        "chat_template_caps": {"supports_tools": False},
+    }
+
+
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 _TURN_KEYS = frozenset(

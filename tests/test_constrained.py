@@ -15,7 +15,7 @@ from lmagent.loop.run import run_agent
 from lmagent.runtime import Runtime
 from lmagent.tools.toolset import build_toolset
 from tests.conftest import make_config
-from tests.scripted_llm import ScriptedLLM, error, text
+from tests.scripted_llm import ScriptedLLM, error, props_without_tools, text
 
 MCP_TOOL = {
     "type": "function",
@@ -282,17 +282,9 @@ def test_the_client_streams_prose_of_an_answer(workspace):
 # --------------------------------------------------------------------------- auto
 
 
-def template_without_tools() -> dict:
-    return {
-        "default_generation_settings": {"n_ctx": 8192},
-        "model_alias": "tiny",
-        "chat_template_caps": {"supports_tools": False},
-    }
-
-
 def test_auto_picks_constrained_when_the_template_knows_no_tools_and_a_schema_is_kept(workspace):
     probe_reply = honoured({"ok": True})
-    with ScriptedLLM([probe_reply], models=False, props=template_without_tools()) as llm:
+    with ScriptedLLM([probe_reply], models=False, props=props_without_tools()) as llm:
         runtime = Runtime(make_config(workspace, llm, enable_mcp=False))
         again = Runtime(make_config(workspace, llm, enable_mcp=False))  # decided once
         llm.assert_all_used()
@@ -302,7 +294,7 @@ def test_auto_picks_constrained_when_the_template_knows_no_tools_and_a_schema_is
 
 
 def test_auto_picks_text_when_the_schema_is_refused(workspace):
-    with ScriptedLLM([error(400)], models=False, props=template_without_tools()) as llm:
+    with ScriptedLLM([error(400)], models=False, props=props_without_tools()) as llm:
         runtime = Runtime(make_config(workspace, llm, enable_mcp=False))
     assert runtime.tool_mode.mode == "text" and "refused" in runtime.tool_mode.reason
     assert not runtime.client().uses_tool_schemas

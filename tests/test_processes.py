@@ -19,14 +19,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from lmagent.core.config import describe_settings
 from lmagent.loop.run import run_agent
 from lmagent.sandbox.base import MAX_PROCESSES, PROCESS_GRACE, ProcessError, SandboxConfig
 from lmagent.sandbox.select import open_sandbox
 from lmagent.sessions.store import SessionStore
 from lmagent.tools.registry import Services
 from lmagent.tools.toolset import build_toolset
-from tests.conftest import ROOT, make_config, tool_context
+from tests.cli_process import cli, cli_env
+from tests.conftest import make_config, tool_context, wait_for
 from tests.scripted_llm import text, tool_call
 from tests.test_web_browser import Page, browser  # noqa: F401 (a fixture)
 from tests.test_web_support import WebHarness
@@ -45,14 +45,6 @@ def count_matching(sandbox, pattern: str) -> int:
 
 def process_count(sandbox) -> int:
     return int(sandbox.run(COUNT_PROCESSES, timeout=10).output)
-
-
-def wait_until(check, seconds: float = 10.0):
-    give_up = time.monotonic() + seconds
-    while not (result := check()):
-        assert time.monotonic() < give_up, "gave up waiting"
-        time.sleep(0.05)
-    return result
 
 
 def ended_output(sandbox, process_id: str) -> dict | None:
@@ -105,9 +97,9 @@ def test_dev_server_round_trip(sandbox):
     server = sandbox.processes.start("echo serving; exec python3 -m http.server 8765")
     assert server["running"] and server["output"] == "serving\n"
     fetch = "python3 -c \"import urllib.request as u; print(u.urlopen('http://localhost:8765/').status)\""
-    reply = wait_until(lambda: sandbox.run(fetch).output.strip() == "200")
+    reply = wait_for(lambda: sandbox.run(fetch).output.strip() == "200")
     assert reply
-    seen = wait_until(lambda: sandbox.processes.output(server["process_id"], since=8)["output"])
+    seen = wait_for(lambda: sandbox.processes.output(server["process_id"], since=8)["output"])
     assert '"GET / HTTP/1.1" 200' in seen
     assert [p["process_id"] for p in sandbox.processes.list()] == [server["process_id"]]
     stopped = sandbox.processes.kill(server["process_id"])
@@ -138,7 +130,7 @@ def test_the_sandbox_outlives_the_thread_that_started_it(sandbox):
 def test_a_background_process_gets_no_secret_and_cannot_write_lmagent(sandbox, monkeypatch):
     monkeypatch.setenv("LLM_API_KEY", "sekrit-7f3a")
     job = sandbox.processes.start("env; echo x > .lmagent/planted || echo refused")
-    ended = wait_until(lambda: ended_output(sandbox, job["process_id"]))
+    ended = wait_for(lambda: ended_output(sandbox, job["process_id"]))
     assert "sekrit-7f3a" not in ended["output"]
     assert ended["output"].endswith("refused\n")
     assert not (sandbox.workspace / ".lmagent" / "planted").exists()
@@ -147,7 +139,7 @@ def test_a_background_process_gets_no_secret_and_cannot_write_lmagent(sandbox, m
 def test_input_and_exit_code(sandbox):
     job = sandbox.processes.start("read -r name; echo hello $name; exit 3")
     sandbox.processes.write(job["process_id"], "world\n")
-    ended = wait_until(lambda: ended_output(sandbox, job["process_id"]))
+    ended = wait_for(lambda: ended_output(sandbox, job["process_id"]))
     assert (ended["output"], ended["exit_code"]) == ("hello world\n", 3)
     with pytest.raises(ProcessError, match="has ended \\(exit code 3\\); it reads no more input"):
         sandbox.processes.write(job["process_id"], "again\n")
@@ -191,7 +183,7 @@ def test_stopping_all_waits_one_grace_for_all(sandbox):
 
 def test_flooding_output_is_bounded(sandbox):
     job = sandbox.processes.start("yes flood")
-    wait_until(lambda: sandbox.processes.output(job["process_id"])["output_bytes"] > 20_000_000)
+    wait_for(lambda: sandbox.processes.output(job["process_id"])["output_bytes"] > 20_000_000)
     seen = sandbox.processes.output(job["process_id"])
     assert seen["skipped"] > 0 and len(seen["output"]) < 60_000
     assert seen["output"].startswith("flood\nflood\n")
@@ -223,7 +215,7 @@ def test_the_limit_counts_every_agent_on_a_docker_workspace(make_sandbox, tmp_pa
 
 def test_background_fork_bomb_is_contained(sandbox):
     sandbox.processes.start("b() { b | b & }; b; sleep 100")
-    assert wait_until(lambda: not any(p["running"] for p in sandbox.processes.list()), 30)
+    assert wait_for(lambda: not any(p["running"] for p in sandbox.processes.list()), 30)
     assert sandbox.run("echo survived").output == "survived\n"
     assert process_count(sandbox) < 20
 
@@ -261,12 +253,12 @@ def test_agent_killed_minus_9_leaves_no_process(backend, make_sandbox, tmp_path)
     )
     try:
         assert agent.stdout.readline() == "started\n"
-        wait_until(lambda: len(host_processes("sleep 779[12]")) == 2)
+        wait_for(lambda: len(host_processes("sleep 779[12]")) == 2)
     finally:
         agent.send_signal(signal.SIGKILL)
         agent.wait()
         agent.stdout.close()
-    wait_until(lambda: not host_processes("sleep 779[12]"), 5)
+    wait_for(lambda: not host_processes("sleep 779[12]"), 5)
     fresh = open_sandbox(SandboxConfig(workspace=workspace, backend=backend))
     try:
         assert fresh.run("echo next").output == "next\n"
@@ -295,7 +287,7 @@ def test_tools_start_follow_feed_and_stop_a_process(tools_env):
     fed = toolset.execute(ctx, "process_input", {"process_id": pid, "text": "ping\n"})
     assert fed["success"], fed
     since = started["next"]
-    echoed = wait_until(
+    echoed = wait_for(
         lambda: toolset.execute(ctx, "process_output", {"process_id": pid, "since": since})[
             "output"
         ]
@@ -371,18 +363,8 @@ def test_a_runs_background_processes_stop_when_it_ends(
 # --- front ends --------------------------------------------------------------------------------
 def agent_main(workspace: Path, llm, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     """agent_main.py on `workspace` with the bwrap sandbox, as a user runs it."""
-    env = {k: v for k, v in os.environ.items() if k not in {n for n, _, _ in describe_settings()}}
-    env.update(WORKSPACE=str(workspace), LLM_URL=llm.url, PERMISSION_MODE="auto")
-    env.update(ENABLE_MCP="false", SANDBOX_BACKEND="bwrap", LLM_RETRIES="1")
-    return subprocess.run(
-        [sys.executable, str(ROOT / "agent_main.py"), *args],
-        cwd=workspace,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = cli_env(workspace, llm, SANDBOX_BACKEND="bwrap")
+    return cli(workspace, llm, *args, input=stdin, env=env, timeout=60)
 
 
 def test_repl_ps_kill_and_status(require_backend, workspace, llm):

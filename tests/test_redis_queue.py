@@ -22,23 +22,13 @@ import pytest
 
 from lmagent.core.status import STATUS_COMPLETED
 from lmagent.scheduler import redis_queue
-from tests.conftest import IN_CI, ROOT, free_port, make_config, need
+from tests.conftest import IN_CI, ROOT, free_port, make_config, need, wait_for
 from tests.scripted_llm import ScriptedLLM, text
 
 if not IN_CI:  # in CI the queue's packages must be there (requirements-queue.txt)
     pytest.importorskip("rq", reason="the queue needs: pip install -r requirements-queue.txt")
 
 DONE = text("done\nTASK_COMPLETE")
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class RedisServer:

@@ -25,21 +25,11 @@ from lmagent.scheduler.inbox import DaemonLock, Paths, SchedulerLocked, read_his
 from lmagent.scheduler.service import start_background, status
 from lmagent.sessions.store import SessionBusy, SessionStore
 from lmagent.sessions.waiting import WaitingIndex, parse_time
-from tests.conftest import ROOT, make_config
+from tests.conftest import ROOT, make_config, wait_for
 from tests.scripted_llm import ScriptedLLM, text
 from tests.test_sessions import held
 
 DONE = text("done\nTASK_COMPLETE")
-
-
-def wait_for(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def history(workspace: Path) -> list[dict]:

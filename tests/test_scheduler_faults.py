@@ -25,9 +25,9 @@ from lmagent.core.files import utc_now
 from lmagent.scheduler.inbox import Paths, submit
 from lmagent.scheduler.service import start_background
 from lmagent.sessions.store import SessionStore, new_session_id
-from tests.conftest import make_config
+from tests.conftest import make_config, wait_for
 from tests.scripted_llm import ScriptedLLM, text, tool_call
-from tests.test_scheduler import DONE, files, history, runs, start_daemon, wait_for
+from tests.test_scheduler import DONE, files, history, runs, start_daemon
 
 FINAL = ("done", "failed")
 

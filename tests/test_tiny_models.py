@@ -22,7 +22,7 @@ from lmagent.tools.files import PATH_CHOICES, existing_paths
 from lmagent.tools.registry import Services
 from lmagent.tools.toolset import COMPACT_TOOLS, TINY_TOOLS, build_toolset
 from tests.conftest import make_config
-from tests.scripted_llm import ScriptedLLM, call, text, tool_calls
+from tests.scripted_llm import ScriptedLLM, call, props_without_tools, text, tool_calls
 
 
 def admitted(body: dict, reply: dict) -> bool:
@@ -236,19 +236,11 @@ def test_other_tool_sets_may_answer_at_once(workspace, llm):
 # --------------------------------------------------------------------------- history as text
 
 
-def template_without_tools() -> dict:
-    return {
-        "default_generation_settings": {"n_ctx": 8192},
-        "model_alias": "tiny",
-        "chat_template_caps": {"supports_tools": False},
-    }
-
-
 def test_a_template_that_knows_no_tools_sees_its_calls_and_results_as_text(workspace):
     seed(workspace)
     probe = text(json.dumps({"ok": True}))
     turns = [probe, replying(READ_NOTES), replying({"answer": "plum\nTASK_COMPLETE"})]
-    with ScriptedLLM(turns, models=False, props=template_without_tools()) as llm:
+    with ScriptedLLM(turns, models=False, props=props_without_tools()) as llm:
         config = make_config(workspace, llm, enable_mcp=False)
         runtime = Runtime(config)
         try:
