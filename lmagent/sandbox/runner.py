@@ -393,17 +393,7 @@ def reap_orphans(reap):
 
 def init_children():
     """{pid: start time} of the children of PID 1."""
-    found = {}
-    for name in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 19 and fields[1] == b"1":
-            found[int(name)] = int(fields[19])
-    return found
+    return {pid: int(f[19]) for pid, f in proc_stats() if len(f) > 19 and f[1] == b"1"}
 
 
 # --- background processes ----------------------------------------------------------------------
@@ -887,7 +877,11 @@ def decode_status(status):
 
 def process_table():
     """{pid: (ppid, process group)} for every process visible in /proc."""
-    table = {}
+    return {pid: (int(f[1]), int(f[2])) for pid, f in proc_stats() if len(f) > 2}
+
+
+def proc_stats():
+    """(pid, the fields of /proc/PID/stat after the command name) of each visible process."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -896,10 +890,7 @@ def process_table():
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2:
-            table[int(name)] = (int(fields[1]), int(fields[2]))
-    return table
+        yield int(name), stat[stat.rfind(b")") + 2 :].split()
 
 
 def kill_trees(roots, keep, reap):
