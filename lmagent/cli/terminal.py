@@ -188,14 +188,18 @@ class TerminalIO:
                 self.line(text, colour)
             summary = "" if preview else " " + json.dumps(arguments, ensure_ascii=False)[:300]
             self.line(f"? allow {tool}{summary}  [y]es / [n]o / [a]uto", "bold")
-        self.asking = True
-        try:
-            answer = self.inp.readline()
-        finally:
-            self.asking = False
+        answer = self.read_answer()
         if not answer:
             return "deny"  # no one is there to answer
         return ANSWERS.get(answer.strip().lower(), "deny")
+
+    def read_answer(self) -> str:
+        """One line of stdin ("" when it closed), marked as asked for meanwhile."""
+        self.asking = True
+        try:
+            return self.inp.readline()
+        finally:
+            self.asking = False
 
     def nobody_answers(self, tool: str, arguments: dict) -> str:
         """No terminal and no answer channel: never act on a guess."""
@@ -222,11 +226,7 @@ class TerminalIO:
             }
         )
         while True:
-            self.asking = True
-            try:
-                line = self.inp.readline()
-            finally:
-                self.asking = False
+            line = self.read_answer()
             if not line:
                 raise NobodyToAsk(
                     f"{tool} needs permission and stdin closed before an answer came; run with "
