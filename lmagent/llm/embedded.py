@@ -234,7 +234,7 @@ def embedded_settings(config: Config, server_url: str) -> dict:
     LLM_MAX_TOKENS is set; and for the bundled models, unless set otherwise, greedy sampling
     (small models follow the call format more reliably) and a short tool list: the compact set
     for the default model, TOOL_SET=tiny for SmolLM2 (offered 30 tools at temperature 0.65, it
-    picks one at random)."""
+    picks one at random); the default model's calls are read as text."""
     changes: dict = {"llm_url": server_url, "llm_max_tokens": config.llm_max_tokens or 1024}
     bundled = {"": "compact", SMOLLM2: "tiny"}.get(config.embedded_model.strip().lower())
     if bundled:
@@ -242,6 +242,10 @@ def embedded_settings(config: Config, server_url: str) -> dict:
             changes["llm_temperature"] = 0.0
         if config.tool_set == "auto":
             changes["tool_set"] = bundled
+        if bundled == "compact" and config.tool_call_mode == "auto":
+            # measured: llama.cpp returned native tool_calls for 0 of 24 of its requests; it
+            # writes calls as text, and the native schemas cost 2,875 tokens
+            changes["tool_call_mode"] = "text"
     return changes
 
 
