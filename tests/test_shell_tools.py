@@ -37,6 +37,13 @@ def run(env, tool, **args) -> dict:
     return toolset.execute(ctx, tool, args)
 
 
+def test_a_command_that_is_not_found_says_what_to_fix(shell_env):
+    result = run(shell_env, "shell", command="no-such-program-xyz --version")
+    assert (result["success"], result["exit_code"]) == (False, 127)
+    assert "no-such-program-xyz" in result["output"]
+    assert "did not find a command" in result["error"] and "python3" in result["error"]
+
+
 def test_shell_runs_in_the_workspace_and_returns_output_and_exit_code(shell_env, workspace):
     result = run(shell_env, "shell", command="pwd; echo hi > made.txt; id -u; exit 3")
     assert result["success"] is False

@@ -62,7 +62,20 @@ def tool_shell(
             raise ToolError(refusal)
     if background:
         return start_background(ctx, command, max_memory_mb)
-    return run_in_sandbox(ctx, command, timeout, max_memory_mb)
+    return with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb))
+
+
+NOT_FOUND = (
+    "exit code 127: the shell did not find a command (the output names it). Check its "
+    "spelling, or use one that is installed here (e.g. python3 when python is missing)"
+)
+
+
+def with_hint(result: dict) -> dict:
+    """The result, its error saying what to fix where the exit code tells (127: not found)."""
+    if result.get("exit_code") == 127 and result.get("error"):
+        result["error"] = NOT_FOUND
+    return result
 
 
 # Every git tool call runs with these settings in git's command scope, which no repository,
