@@ -553,8 +553,11 @@ class Outcome:
     date: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
-def run_one(agent: Agent, task: Task, meter: Meter, timeout: float = TIMEOUT) -> Outcome:
-    """One agent on one task in a fresh folder; the checker decides."""
+def run_one(
+    agent: Agent, task: Task, meter: Meter, timeout: float = TIMEOUT, keep: Path | None = None
+) -> Outcome:
+    """One agent on one task in a fresh folder; the checker decides. With `keep`, the folder
+    as the agent left it is copied to keep/AGENT/TASK (transcripts to read)."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{task.name}-") as holder:
         folder = Path(holder) / "work"
         folder.mkdir()
@@ -565,10 +568,13 @@ def run_one(agent: Agent, task: Task, meter: Meter, timeout: float = TIMEOUT) ->
         exit_text = run_process(argv, env, folder, timeout)
         seconds = time.monotonic() - started
         counted = meter.take()
+        solved = bool(task.check(folder))
+        if keep is not None:
+            shutil.copytree(folder, keep / agent.name / task.name, symlinks=True)
         return Outcome(
             agent=agent.name,
             task=task.name,
-            solved=bool(task.check(folder)),
+            solved=solved,
             requests=len(counted),
             prompt_evaluated=sum(r.prompt_evaluated for r in counted),
             prompt_reused=sum(r.prompt_reused for r in counted),
@@ -688,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, help="a checkout of the LMAgent to compare with")
     parser.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()) / "lmbench")
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
+    parser.add_argument("--keep", type=Path, help="copy each task's folder here when it ends")
     args = parser.parse_args(argv)
     if args.table:
         print(table(load(args.table)))
@@ -702,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
     with server.start(print), Meter(server.base_url) as meter:
         for name in args.agents.split(","):
             for task in chosen:
-                outcome = run_one(known[name], task, meter, args.timeout)
+                outcome = run_one(known[name], task, meter, args.timeout, args.keep)
                 with args.out.open("a", encoding="utf-8") as out:
                     out.write(json.dumps(outcome.__dict__) + "\n")
                 print(json.dumps(outcome.__dict__), flush=True)
