@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STEPS = 15
 TIMEOUT = 900.0  # seconds per task and agent
 N_CTX = 8192  # the window --embedded loads the model with
+CACHE_TARGET = 1.2  # prompt tokens evaluated per request at most this many times its new ones
 RUN = [sys.executable]  # how checkers run the programs the agents wrote (host python)
 
 
@@ -550,6 +552,7 @@ class Outcome:
     generated: int
     seconds: float
     exit: str
+    per_request: list = field(default_factory=list)  # [evaluated, reused, generated] each
     date: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
 
 
@@ -581,6 +584,7 @@ def run_one(
             generated=sum(r.generated for r in counted),
             seconds=round(seconds, 1),
             exit=exit_text,
+            per_request=[[r.prompt_evaluated, r.prompt_reused, r.generated] for r in counted],
         )
 
 
@@ -624,23 +628,44 @@ def summary(outcomes: list[Outcome]) -> list[dict]:
                 "generated": sum(o.generated for o in mine),
                 "seconds": round(sum(o.seconds for o in mine)),
                 "evaluated_per_solved": round(evaluated / solved) if solved else None,
+                "cache_ok": _share(cache_ratios(mine), CACHE_TARGET),
             }
         )
     return rows
 
 
+def cache_ratios(outcomes: list[Outcome]) -> list[float]:
+    """Per request after a run's first: prompt tokens evaluated / new tokens, where the new
+    tokens are what the request added to the last one's prompt and reply (both already in the
+    server's cache when requests extend each other). 1.0 = only the new tokens were evaluated."""
+    ratios = []
+    for outcome in outcomes:
+        for before, now in itertools.pairwise(outcome.per_request):
+            new = sum(now[:2]) - sum(before)
+            if new > 0:
+                ratios.append(now[0] / new)
+    return ratios
+
+
+def _share(ratios: list[float], limit: float) -> str:
+    if not ratios:
+        return "—"
+    return f"{sum(r <= limit for r in ratios)} / {len(ratios)}"
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = [
         "| agent | solved | requests | prompt tokens evaluated / reused | generated | "
-        "evaluated per solved task | wall time |",
-        "|---|---|---|---|---|---|---|",
+        f"evaluated per solved task | requests evaluating ≤ {CACHE_TARGET} × their new tokens | "
+        "wall time |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in summary(outcomes):
         per = f"{row['evaluated_per_solved']:,}" if row["evaluated_per_solved"] else "—"
         lines.append(
             f"| {row['agent']} | {row['solved']} / {row['tasks']} | {row['requests']} | "
             f"{row['prompt_evaluated']:,} / {row['prompt_reused']:,} | {row['generated']:,} | "
-            f"{per} | {row['seconds']:,} s |"
+            f"{per} | {row['cache_ok']} | {row['seconds']:,} s |"
         )
     tasks = list(dict.fromkeys(o.task for o in outcomes))
     names = list(dict.fromkeys(o.agent for o in outcomes))
@@ -696,6 +721,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--keep", type=Path, help="copy each task's folder here when it ends")
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl+C: the running agent's process group and the server are stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.table:
         print(table(load(args.table)))
         return 0

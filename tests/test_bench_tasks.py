@@ -55,6 +55,16 @@ def test_the_harness_runs_lmagent_and_counts_the_server_s_tokens(tmp_path):
     row = bench_tasks.summary([outcome])[0]
     assert (row["solved"], row["tasks"], row["requests"]) == (1, 1, 2)
     assert "| lmagent | 1 / 1 | 2 |" in bench_tasks.table([outcome])
+    assert len(outcome.per_request) == 2
+
+
+def test_the_cache_ratio_compares_evaluated_with_new_tokens():
+    outcome = bench_tasks.Outcome("a", "t", True, 3, 0, 0, 0, 1.0, "exit 0")
+    # 500 evaluated, 40 generated; then 640 in all, 100 of them new, and only those evaluated;
+    # then 970 in all, 300 of them new, but 600 evaluated (part of the cache was thrown away)
+    outcome.per_request = [[500, 0, 40], [100, 540, 30], [600, 370, 10]]
+    assert bench_tasks.cache_ratios([outcome]) == [1.0, 2.0]
+    assert bench_tasks.summary([outcome])[0]["cache_ok"] == "1 / 2"
 
 
 def test_an_agent_past_its_time_is_stopped_and_the_task_checked(tmp_path):
