@@ -56,6 +56,21 @@ def test_the_first_request_of_the_default_embedded_model_fits_the_budget(workspa
         assert f"{name}(" in system  # every tool stays reachable
 
 
+def test_the_first_request_to_a_4096_token_window_fits_the_budget_with_native_calls(workspace):
+    with llama_cpp([text("Hello.\nTASK_COMPLETE")]) as llm:  # defaults: auto, native calls
+        run(make_config(workspace, llm, enable_mcp=False), "say hello")
+        first = llm.requests[0]
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "read",
+        "write",
+        "edit",
+        "ls",
+        "grep",
+        "shell",
+    }
+    assert request_tokens(first) <= FIRST_REQUEST_BUDGET, request_tokens(first)
+
+
 def test_the_full_tool_set_would_not_fit(workspace):
     """The budget test above can fail: the full tool set in native calls is far larger."""
     with llama_cpp([text("Hello.\nTASK_COMPLETE")]) as llm:
