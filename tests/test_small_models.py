@@ -232,3 +232,12 @@ def test_an_unreadable_attempted_call_is_a_format_error_not_the_end(workspace):
     assert result.status == "completed"
     assert "could not be read" in requests[1]["messages"][-1]["content"]
     assert (workspace / "a.py").read_text() == 'print("hi")'
+
+
+def test_a_repeated_call_that_worked_is_answered_with_how_to_finish(workspace):
+    write = tool_call("write", {"path": "a.txt", "content": "x"})
+    result, requests = blocked_run(workspace, [write, write, text("Done.\nTASK_COMPLETE")])
+    assert result.status == "completed"
+    first, second = (json.loads(r["messages"][-1]["content"]) for r in requests[1:])
+    assert "note" not in first
+    assert "TASK_COMPLETE" in second["note"]
