@@ -241,3 +241,16 @@ def test_a_repeated_call_that_worked_is_answered_with_how_to_finish(workspace):
     first, second = (json.loads(r["messages"][-1]["content"]) for r in requests[1:])
     assert "note" not in first
     assert "TASK_COMPLETE" in second["note"]
+
+
+def test_a_repeated_pair_of_calls_that_change_nothing_is_a_loop(workspace):
+    """The 1.5B model re-sent "write hello.py, run it" after both had worked: each call
+    'changes things', but the files stay the same, so the repeats count and stop the run."""
+    pair = text(
+        '<tool_call>{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}'
+        "</tool_call>\n"
+        '<tool_call>{"name": "shell", "arguments": {"command": "cat a.txt"}}</tool_call>'
+    )
+    result, requests = blocked_run(workspace, [pair] * 5)
+    assert result.status == "blocked" and "stuck in a loop" in result.message
+    assert len(requests) == 5
