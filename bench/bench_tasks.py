@@ -20,7 +20,8 @@ use, reused after).
     python -m bench --only tasks        # RESULTS.md's section, from BENCH_TASKS_RUNS (a .jsonl)
 
 Runs are slow on a CPU (prompt processing at some 40 tokens/s on 2 cores): each finished run
-is appended to --out at once, so an interrupted benchmark keeps what it measured.
+is appended to --out at once, so an interrupted benchmark keeps what it measured, and a new
+run with the same --out goes on with what is missing. Agents take turns task by task.
 """
 
 from __future__ import annotations
@@ -751,10 +752,13 @@ def main(argv: list[str] | None = None) -> int:
     known = agents(args.venvs, args.base)
     for name in args.agents.split(","):
         known[name].install()
+    done = {(o.agent, o.task) for o in load(args.out)}  # a run cut short goes on from there
     server = EmbeddedServer(resolve_model(args.model, print), n_ctx=N_CTX, threads=2)
     with server.start(print), Meter(server.base_url) as meter:
-        for name in args.agents.split(","):
-            for task in chosen:
+        for task in chosen:  # task by task: a benchmark cut short compares the same tasks
+            for name in args.agents.split(","):
+                if (name, task.name) in done:
+                    continue
                 outcome = run_one(known[name], task, meter, args.timeout, args.keep)
                 with args.out.open("a", encoding="utf-8") as out:
                     out.write(json.dumps(outcome.__dict__) + "\n")
