@@ -17,7 +17,8 @@ use, reused after).
 
     python -m bench.bench_tasks --agents lmagent,mini-text --out runs.jsonl   # the comparison
     python -m bench.bench_tasks --table runs.jsonl                            # its table
-    python -m bench --only tasks        # RESULTS.md's section, from BENCH_TASKS_RUNS (a .jsonl)
+    python -m bench --only tasks        # RESULTS.md's section, from BENCH_TASKS_RUNS (a .jsonl,
+                                        # default bench/tasks_runs.jsonl) and bench/tasks_notes.md
 
 Runs are slow on a CPU (prompt processing at some 40 tokens/s on 2 cores): each finished run
 is appended to --out at once, so an interrupted benchmark keeps what it measured, and a new
@@ -721,6 +722,8 @@ def run() -> dict:
             )
         )
     notes = f"{table(outcomes)}\n\nRecorded runs: {len(outcomes)} ({_dates(outcomes)})."
+    context = text_of(ROOT / "bench" / "tasks_notes.md").strip()  # how they were run
+    notes = f"{context}\n\n{notes}" if context else notes
     return result("tasks", figures, notes, "small coding tasks, agents side by side")
 
 
