@@ -636,6 +636,16 @@ def summary(outcomes: list[Outcome]) -> list[dict]:
     return rows
 
 
+def new_and_evaluated(outcomes: list[Outcome]) -> tuple[int, int]:
+    """Over every request after a run's first: (new tokens, prompt tokens evaluated)."""
+    new = evaluated = 0
+    for outcome in outcomes:
+        for before, now in itertools.pairwise(outcome.per_request):
+            new += max(0, sum(now[:2]) - sum(before))
+            evaluated += now[0]
+    return new, evaluated
+
+
 def cache_ratios(outcomes: list[Outcome]) -> list[float]:
     """Per request after a run's first: prompt tokens evaluated / new tokens, where the new
     tokens are what the request added to the last one's prompt and reply (both already in the
@@ -712,6 +722,11 @@ def run() -> dict:
     if ours:
         first = max(sum(o.per_request[0][:2]) for o in ours)
         figures.append(at_most("lmagent: largest first request", first, "tokens", 1200))
+        new, evaluated = new_and_evaluated(ours)
+        if new:
+            ratio = round(evaluated / new, 2)
+            name = "lmagent: prompt tokens evaluated / new"
+            figures.append(at_most(name, ratio, "", CACHE_TARGET))
         ratios = cache_ratios(ours)
         within = sum(r <= CACHE_TARGET for r in ratios)
         figures.append(
