@@ -52,8 +52,9 @@ def test_the_first_request_of_the_default_embedded_model_fits_the_budget(workspa
     assert "tools" not in first  # calls are read as text: no schemas in the request
     assert request_tokens(first) <= FIRST_REQUEST_BUDGET, request_tokens(first)
     system = first["messages"][0]["content"]
-    for name in ("read", "write", "edit", "shell", "git_commit", "todo_add", "delegate"):
-        assert f"{name}(" in system  # every tool stays reachable
+    for name in ("read", "write", "edit", "shell", "git_commit", "delegate", "process_kill"):
+        assert f"{name}(" in system  # named, with its arguments
+    assert "todo_add" not in system and "task_state_update" not in system  # run when called
 
 
 def test_the_first_request_to_a_4096_token_window_fits_the_budget_with_native_calls(workspace):
