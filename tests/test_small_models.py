@@ -296,3 +296,19 @@ def test_a_bare_task_complete_is_accepted_the_second_time(workspace):
         [text("I will check."), text("TASK_COMPLETE"), text("TASK_COMPLETE")],
     )
     assert (result.status, len(requests)) == ("completed", 3)
+
+
+def test_task_complete_over_code_shown_before_any_call_is_questioned_once(workspace):
+    claimed = "I renamed it:\n```python\ndef load_data():\n    pass\n```\nTASK_COMPLETE"
+    (workspace / "data.py").write_text("def get_data():\n    pass\n")
+    fix = tool_call("edit", {"path": "data.py", "search": "get_data", "replace": "load_data"})
+    result, requests = blocked_run(workspace, [text(claimed), fix, text("Renamed.\nTASK_COMPLETE")])
+    assert result.status == "completed"
+    assert "Nothing was done" in requests[1]["messages"][-1]["content"]
+    assert "load_data" in (workspace / "data.py").read_text()
+
+
+def test_an_answer_with_code_and_task_complete_ends_the_second_time(workspace):
+    answer = "Use:\n```sh\nls -la\n```\nTASK_COMPLETE"
+    result, requests = blocked_run(workspace, [text(answer), text(answer)])
+    assert (result.status, len(requests)) == ("completed", 2)

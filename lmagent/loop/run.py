@@ -559,9 +559,7 @@ class AgentRun:
             raise Blocked(blocked.group(1).strip())
         if self.decide_wait(content):
             return
-        if COMPLETE_LINE.search(content) and self.nothing_done(content):
-            self.nudged_nothing = True  # once: a bare TASK_COMPLETE before any tool was called
-            self.nudge(NUDGE_NOTHING_DONE)
+        if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
             return
         if COMPLETE_LINE.search(content):
             raise Completed(final_text(content))
@@ -579,15 +577,21 @@ class AgentRun:
             return
         raise Completed(content.strip())
 
-    def nothing_done(self, content: str) -> bool:
-        """A bare TASK_COMPLETE after a nudge, with no tool called in this run (a small model
-        told to act that declares the task done instead); asked about once."""
-        return (
-            bare_complete(content)
-            and self.nudges > 0
-            and not self.called_tools
-            and not self.nudged_nothing
-        )
+    def claims_without_tools(self, content: str) -> bool:
+        """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that
+        shows code (a small model "doing" the task in prose and a code block) or, after a nudge,
+        says nothing else (told to act, it declares the task done instead)."""
+        if self.called_tools or self.nudged_nothing:
+            return False
+        if shows_code(content):
+            self.nudged_nothing = True
+            self.nudge(NUDGE_CODE)
+            return True
+        if bare_complete(content) and self.nudges > 0:
+            self.nudged_nothing = True
+            self.nudge(NUDGE_NOTHING_DONE)
+            return True
+        return False
 
     def decide_wait(self, content: str) -> bool:
         """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise."""
