@@ -153,7 +153,7 @@ def test_unknown_tool_lists_the_available_ones(run):
 
 @pytest.mark.parametrize("name", [None, 42, {"name": "read"}, ["read"]])
 def test_a_tool_name_that_is_not_a_string_is_refused(run, name):
-    assert failed(run(name, {}), "unknown tool", "Available tools")
+    assert failed(run(name, {}), "unknown tool", "Available tools", "with shell")
 
 
 @pytest.mark.parametrize(

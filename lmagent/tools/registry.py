@@ -386,7 +386,10 @@ class Toolset:
         tool = self.tools.get(name) if isinstance(name, str) else None
         if tool is None:
             shown = name if isinstance(name, str) else repr(name)
-            return _failure(f"unknown tool '{shown:.80}'. Available tools: {', '.join(self.tools)}")
+            known = f"unknown tool '{shown:.80}'. Available tools: {', '.join(self.tools)}"
+            if "shell" in self.tools:  # a model looking for git_init or run_python
+                known += ". Anything else runs as a command with shell (e.g. git init)"
+            return _failure(known)
         try:
             result = tool.function(ctx, **bind_arguments(tool, raw_arguments))
         except ArgumentError as exc:
