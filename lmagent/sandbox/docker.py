@@ -131,7 +131,7 @@ class DockerSandbox(RunnerSandbox):
 
     # --- container lifecycle -------------------------------------------------------------------
     def _config_digest(self) -> str:
-        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 3]
+        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 4]
         return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
     def _find_or_create(self):
@@ -175,7 +175,7 @@ class DockerSandbox(RunnerSandbox):
 
     def _container_spec(self, name: str) -> dict:
         ws = str(self.workspace)
-        tmpfs_opts = "rw,nosuid,nodev,mode=1777,size="
+        tmpfs_opts = "rw,exec,nosuid,nodev,mode=1777,size="  # exec: a venv or a build in /tmp
         return {
             "image": self.image.id,
             "command": ["sleep", "infinity"],
