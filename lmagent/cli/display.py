@@ -13,6 +13,7 @@ LINE_CHARS = 300
 SUMMARY_NAMES = 8  # names a ✓ line lists of what ls, glob or grep found
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 GUTTER = "    │ "
+BAR_WIDTH = 20
 
 
 def result_lines(event: dict) -> list[tuple[str, str]]:
@@ -107,3 +108,27 @@ def clean(line: str) -> str:
     """A line safe to print: no terminal escapes or control characters, cut to LINE_CHARS."""
     line = CONTROL.sub("", line.replace("\t", "    "))
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " …"
+
+
+def progress_text(event: dict) -> str:
+    """One line for a `progress` event: what is being waited for, for how long, and, when the
+    server reports its reading of the prompt, a bar and the time left."""
+    elapsed = clock(event.get("elapsed") or 0)
+    if event.get("phase") == "tool":
+        return f"running {clean(str(event.get('name')))} · {elapsed}"
+    total, processed = event.get("total"), event.get("processed") or 0
+    if not total:
+        return f"reading the prompt · ~{event.get('tokens') or 0:,} tokens · {elapsed}"
+    filled = round(BAR_WIDTH * processed / total)
+    bar = "[" + "#" * filled + "-" * (BAR_WIDTH - filled) + "]"
+    left = f" · ~{clock(event['eta'])} left" if event.get("eta") is not None else ""
+    return (
+        f"reading the prompt {bar} {100 * processed // total}% · {processed:,}/{total:,} tokens"
+        f" · {elapsed}{left}"
+    )
+
+
+def clock(seconds: float) -> str:
+    """12 s, 3 min 05 s."""
+    seconds = int(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"

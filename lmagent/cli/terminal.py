@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmagent.cli.display import approval_lines, result_lines, result_summary
+from lmagent.cli.display import approval_lines, progress_text, result_lines, result_summary
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
@@ -36,6 +36,7 @@ EXIT_CODES = {
 }
 ANSWERS = {"y": "allow", "yes": "allow", "allow": "allow", "a": "auto", "auto": "auto"}
 DECISIONS = ("allow", "deny", "auto")
+PROGRESS_EVERY = 10.0  # seconds between two progress lines when output is not a terminal
 
 
 def _colours(enabled: bool) -> dict[str, str]:
@@ -77,13 +78,17 @@ class TerminalIO:
         self.mode = "normal"  # the permission mode, named when nobody can answer
         self.workspace: Workspace | None = None  # where a write or edit would change a file
         self.session_id: str | None = None
-        self.c = _colours(not as_json and getattr(self.out, "isatty", lambda: False)())
+        self.live = not as_json and getattr(self.out, "isatty", lambda: False)()
+        self.c = _colours(self.live)
         self.mid_line = False
+        self.progress_shown = False  # the updating progress line is on the screen
+        self.progress_due = 0.0  # without a terminal: when the next progress line is printed
         self.asking = False  # a prompt is waiting for stdin (Ctrl+C must not wait for Enter)
         self.lock = threading.RLock()
 
     def write(self, text: str, colour: str = "") -> None:
         with self.lock:
+            self.clear_progress()
             self.out.write(f"{self.c.get(colour, '')}{text}{self.c['reset'] if colour else ''}")
             self.out.flush()
 
@@ -154,6 +159,33 @@ class TerminalIO:
             self.line(f"{self._prefix(event)}  ✗ {event['name']}: {error}"[:400], "red")
         for text, colour in result_lines(event):
             self.line(f"{self._prefix(event)}{text}", colour)
+
+    def on_progress(self, event: dict) -> None:
+        """On a terminal one line, redrawn in place and wiped when the phase ends; without one
+        a line now and then (at the start of a wait, then every PROGRESS_EVERY seconds)."""
+        if event.get("agent_id"):
+            return
+        with self.lock:
+            if event.get("done"):
+                self.clear_progress()
+                self.progress_due = 0.0
+            elif self.live and not self.asking:
+                if self.mid_line:
+                    self.write("\n")
+                    self.mid_line = False
+                text = f"· {progress_text(event)}"
+                self.out.write(f"\r\x1b[2K{self.c['dim']}{text}{self.c['reset']}")
+                self.out.flush()
+                self.progress_shown = True
+            elif not self.live and float(event.get("elapsed") or 0) >= self.progress_due:
+                self.progress_due = float(event.get("elapsed") or 0) + PROGRESS_EVERY
+                self.line(f"· {progress_text(event)}", "dim")
+
+    def clear_progress(self) -> None:
+        if self.progress_shown:
+            self.progress_shown = False
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
 
     def on_status(self, event: dict) -> None:
         self.line(f"{self._prefix(event)}· {event['message']}", "yellow")

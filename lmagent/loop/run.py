@@ -44,6 +44,7 @@ from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
+from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import (
     BAD_WAIT,
     BLOCKED_LINE,
@@ -337,11 +338,14 @@ class AgentRun:
         """What the model is sent: the system prompt, then the history with calls paired."""
         return [self.system_message(), *self.paired(self.session)]
 
-    def callbacks(self) -> Callbacks:
+    def callbacks(self, reading: Ticker) -> Callbacks:
+        """What the client reports, as events; `reading` ticks until the first token."""
         return Callbacks(
             on_token=lambda text: self.emit("token", text=text),
             on_thinking=lambda text: self.emit("thinking", text=text),
             on_status=lambda text: self.emit("status", message=text),
+            on_progress=reading.update,
+            on_first_token=reading.stop,
         )
 
     def query(self, tools: bool = True):
@@ -375,8 +379,10 @@ class AgentRun:
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
-        reply = self.client.chat(messages, schemas, self.callbacks(), self.stop, must)
-        self.count_tokens(reply, estimate_tokens(messages[:1]) + self.session.history_tokens)
+        sent_estimate = estimate_tokens(messages[:1]) + self.session.history_tokens
+        with Ticker(self.emit, "prompt", tokens=sent_estimate + self.prompt_overhead) as reading:
+            reply = self.client.chat(messages, schemas, self.callbacks(reading), self.stop, must)
+        self.count_tokens(reply, sent_estimate)
         return reply
 
     def count_tokens(self, reply, sent_estimate: int) -> None:
@@ -496,7 +502,8 @@ class AgentRun:
             self.emit("status", message=note)
         if tool.changes_things:
             self.session.sync()  # the call that causes a change is on disk before the change
-        return self.toolset.execute(self.ctx, name, raw)
+        with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
+            return self.toolset.execute(self.ctx, name, raw)
 
     def check_loop(self, name: str, raw, result: dict) -> None:
         changed = bool(result.get("success")) and self.toolset.changes_things(name)
