@@ -13,7 +13,8 @@ from lmagent.loop.run import run_agent
 from tests.cli_process import cli, cli_env
 from tests.conftest import make_config
 from tests.pty_terminal import Terminal
-from tests.scripted_llm import text, tool_call
+from tests.scripted_llm import error, text, tool_call
+from tests.test_web_browser import Page, browser  # noqa: F401 - the fixture
 
 SLOW = 3.0  # seconds the scripted server holds its first token back
 READING = [
@@ -64,8 +65,6 @@ def test_the_servers_reading_gives_a_fraction_and_the_time_left(workspace, llm):
 
 
 def test_a_server_that_rejects_the_progress_field_is_asked_without_it(workspace, llm):
-    from tests.scripted_llm import error
-
     llm.add(
         error(400, {"error": {"message": "unknown field: return_progress"}}),
         text("Hi.\nTASK_COMPLETE"),
@@ -173,4 +172,48 @@ def browser_tab(browser, workspace, llm):  # noqa: F811 - the imported fixture
         tab.close()
 
 
-from tests.test_web_browser import Page, browser  # noqa: E402, F401 - the fixture
+# --------------------------------------------------------------------------- honest endings
+
+
+def test_an_answer_without_tools_says_nothing_was_done_and_exits_0(workspace, llm):
+    llm.add(text("def add(a, b):\n    return a + b\nTASK_COMPLETE"))
+    done = cli(workspace, llm, "write an add function")
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("— completed · answered without using any tool: no file changed, ")
+    assert "no command run" in last
+
+
+def test_the_ending_names_the_files_changed_and_commands_run(workspace, llm):
+    llm.add(
+        tool_call("write", {"path": "a.py", "content": "print(1)\n"}),
+        tool_call("shell", {"command": "python a.py"}),
+        text("Wrote and ran it.\nTASK_COMPLETE"),
+    )
+    done = cli(workspace, llm, "--json", "write a.py and run it")
+    assert done.returncode == 0, done.stderr
+    ending = json.loads(done.stdout.splitlines()[-1])
+    assert ending["type"] == "done" and ending["status"] == "completed"
+    assert ending["files_changed"] == ["a.py"] and ending["commands_run"] == 1
+    assert ending["processes_started"] == []
+    assert ending["summary"] == "changed 1 file (a.py), ran 1 command"
+
+
+def test_a_run_that_only_read_says_which_tools_and_that_nothing_changed(workspace, llm):
+    (workspace / "notes.txt").write_text("the word is kiwi\n")
+    llm.add(tool_call("read", {"path": "notes.txt"}), text("The word is kiwi.\nTASK_COMPLETE"))
+    done = cli(workspace, llm, "--json", "what is the word")
+    ending = json.loads(done.stdout.splitlines()[-1])
+    assert ending["summary"] == "used 1 tool call (read), no file changed, no command run"
+    assert ending["files_changed"] == [] and ending["commands_run"] == 0
+
+
+def test_a_background_start_is_in_the_ending(workspace, llm):
+    llm.add(
+        tool_call("shell", {"command": "sleep 30", "background": True}),
+        text("Started.\nTASK_COMPLETE"),
+    )
+    done = cli(workspace, llm, "start a sleeper")
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert "ran 1 command, started 1 background process (p1)" in last

@@ -197,13 +197,9 @@ class TerminalIO:
     def on_done(self, event: dict) -> None:
         if event.get("agent_id"):
             return  # a sub-agent's "finished" status line already says how it ended
-        until = f" until {event['wait_until']}" if event.get("wait_until") else ""
         colour = "green" if event["status"] == "completed" else "yellow"
-        self.line(
-            f"— {event['status']}{until} · {event['iterations']} iterations · "
-            f"{event['tokens']} tokens · session {event['session_id']}",
-            colour,
-        )
+        # the main run's error is on stderr already, once
+        self.line(f"— {_ending(event, cause=False)} · session {event['session_id']}", colour)
 
     def ask(self, tool: str, arguments: dict) -> str:
         """Permission prompt: y = allow, n = deny, a = auto for the rest of the run."""
@@ -656,13 +652,15 @@ class Repl:
         return SessionStore(self.config.workspace).open(self.session_id)
 
 
-def _ending(done: dict) -> str:
-    """How a run ended, in one line: status, wait, error, iterations, tokens."""
+def _ending(done: dict, cause: bool = True) -> str:
+    """How a run ended, in one line: status, wait, error, what it did, iterations, tokens."""
     text = done["status"]
     if done.get("wait_until"):
         text += f" until {done['wait_until']}"
-    if done["status"] == "error":
+    if done["status"] == "error" and cause:
         text += f": {one_line(done['message'])[:200]}"
+    if done.get("summary"):
+        text += f" · {done['summary']}"
     return f"{text} · {done['iterations']} iterations · {done['tokens']} tokens"
 
 

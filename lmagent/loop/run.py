@@ -43,6 +43,7 @@ from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
+from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import (
@@ -184,6 +185,7 @@ class AgentRun:
         self.loop_message = ""
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
+        self.outcome = Outcome()  # what this run did, for its ending
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
             config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
@@ -241,7 +243,7 @@ class AgentRun:
         meta = _ending_meta(ended)
         stopped = stop_run_processes(self.ctx)  # the background processes this run started
         try:
-            self.session.save_meta(**meta, stopped_processes=stopped)
+            self.session.save_meta(**meta, stopped_processes=stopped, did=self.outcome.summary())
         except OSError as exc:  # not even written in place: the session is resumable as it is
             ended = _failure(exc, self.session.id)
             meta = _ending_meta(ended)
@@ -265,6 +267,7 @@ class AgentRun:
             tokens=result.tokens,
             wait_until=result.wait_until,
             stopped_processes=stopped,
+            **self.outcome.fields(),
         )
         return result
 
@@ -470,6 +473,7 @@ class AgentRun:
         before = self.checkpoints.before(name) if checkpointed else None
         result = self.execute(name, raw)
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
+        self.outcome.record(name, _try_json(raw), result, change)
         self.check_loop(name, raw, result)
         self.emit(
             "tool_result",

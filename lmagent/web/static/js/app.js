@@ -86,6 +86,7 @@ async function openSession(id) {
       status: meta.status,
       message: meta.last_message || meta.error || '',
       wait_until: meta.wait_until,
+      summary: meta.did,
       iterations: meta.iterations,
       tokens: meta.tokens,
     });

@@ -251,6 +251,7 @@ export class ChatLog {
     if (info.tokens) facts.push(`${info.tokens} tokens`);
     if (info.elapsed) facts.push(clock(info.elapsed));
     let detail = status === 'completed' ? '' : (info.message || '');
+    if (info.summary) detail = (detail ? detail + '\n' : '') + info.summary;
     if (facts.length) detail = (detail ? detail + '\n' : '') + facts.join(' · ');
     if (detail) box.append(el('div', 'detail', detail));
     return this.add(box);
