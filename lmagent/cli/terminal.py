@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lmagent.cli.display import approval_lines, progress_text, result_lines, result_summary
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+from lmagent.commands import NAMES, help_lines
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
@@ -490,7 +491,7 @@ class Repl:
             return False
         if line.startswith("/"):
             name, _, rest = line[1:].partition(" ")
-            command = getattr(self, f"cmd_{name.lower()}", None)
+            command = getattr(self, f"cmd_{name.lower()}", None) if name.lower() in NAMES else None
             if command is None:
                 self.io.line(f"unknown command /{name}; /help lists them", "red")
                 return True
@@ -539,9 +540,8 @@ class Repl:
 
     def cmd_help(self, arg: str) -> None:
         """Show the commands."""
-        for name in sorted(n for n in dir(self) if n.startswith("cmd_")):
-            doc = (getattr(self, name).__doc__ or "").strip()
-            self.io.line(f"/{name[4:]:<9} {doc}")
+        for line in help_lines():
+            self.io.line(line)
         self.io.line("quit, exit  leave the REPL")
 
     def cmd_sessions(self, arg: str) -> None:

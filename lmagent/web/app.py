@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from flask import Flask, Response, jsonify, render_template, request, send_file
 
+from lmagent.commands import COMMANDS
 from lmagent.core.config import VERSION, Config
 from lmagent.core.workspace import Workspace
 from lmagent.runtime import unisolated_warning, unsandboxed_auto_refusal
@@ -275,6 +276,12 @@ def _install_run_routes(app: Flask, runs: RunManager) -> None:
         if request.args.get("detail") == "1":
             info["details"] = runs.details() + overview_lines(runs.config)
         return jsonify(info)
+
+    @app.get("/api/commands")
+    def commands():
+        """The slash commands the chat box takes: the REPL's table (lmagent/commands.py)."""
+        table = [{"name": c.name, "title": c.title, "help": c.help} for c in COMMANDS]
+        return jsonify({"commands": table})
 
     @app.get("/api/scheduler")
     def scheduler():
