@@ -8,10 +8,8 @@ import pytest
 from lmagent.cli.terminal import Repl
 from lmagent.commands import COMMANDS, NAMES, help_lines
 from tests.cli_process import cli
-from tests.conftest import make_config
 from tests.scripted_llm import text, tool_call
-from tests.test_web_browser import Page, browser  # noqa: F401 - the fixture
-from tests.test_web_support import WebHarness
+from tests.test_web_browser import Page, browser, tab, web  # noqa: F401 - the fixtures
 
 
 def test_the_repl_has_a_method_for_each_command_and_no_other():
@@ -33,37 +31,28 @@ def test_the_repl_refuses_a_name_that_is_not_in_the_table(workspace, llm):
     assert "unknown command /loop; /help lists them" in done.stdout
 
 
-def test_the_web_serves_the_same_table(workspace, llm):
-    with WebHarness(make_config(workspace, llm)) as web:
-        listed = web.session().get(web.base + "/api/commands", timeout=5).json()["commands"]
+def test_the_web_serves_the_same_table(web):  # noqa: F811
+    listed = web.session().get(web.base + "/api/commands", timeout=5).json()["commands"]
     assert [c["name"] for c in listed] == list(NAMES)
     assert [c["title"] for c in listed] == [c.title for c in COMMANDS]
 
 
-@pytest.fixture
-def tab(browser, workspace, llm):  # noqa: F811 - the imported fixture
-    with WebHarness(make_config(workspace, llm)) as web:
-        page = Page(browser, web, viewport={"width": 1280, "height": 800})
-        page.sign_in()
-        yield page
-        page.close()
+def notes(page: Page) -> str:
+    return "\n".join(page.page.locator(".note").all_text_contents())
 
 
-def notes(tab: Page) -> str:
-    return tab.page.eval_on_selector_all(".note", "nodes => nodes.map(n => n.textContent).join('\\n')")
-
-
-def command(tab: Page, line: str, shows: str) -> None:
-    before = tab.page.locator(".note").count()
-    tab.send(line)
-    tab.page.wait_for_function(
+def command(page: Page, line: str, shows: str) -> None:
+    before = page.page.locator(".note").count()
+    page.send(line)
+    page.page.wait_for_function(
         "n => document.querySelectorAll('.note').length > n", arg=before, timeout=5_000
     )
-    assert shows in tab.page.locator(".note").last.text_content()
+    assert shows in page.page.locator(".note").last.text_content()
 
 
 @pytest.mark.browser
-def test_the_web_help_lists_the_table_and_each_command_is_known(tab):
+def test_the_web_help_lists_the_table_and_each_command_is_known(tab):  # noqa: F811
+    tab.sign_in()
     command(tab, "/help", "/checkpoints [ID]")
     shown = notes(tab)
     for line in help_lines():
@@ -77,7 +66,8 @@ def test_the_web_help_lists_the_table_and_each_command_is_known(tab):
 
 
 @pytest.mark.browser
-def test_web_ps_kill_checkpoints_and_undo_act_like_the_repl(tab, llm, workspace):
+def test_web_ps_kill_checkpoints_and_undo_act_like_the_repl(tab, llm, workspace):  # noqa: F811
+    tab.sign_in()
     llm.add(
         tool_call("write", {"path": "a.txt", "content": "new\n"}),
         tool_call("shell", {"command": "sleep 30", "background": True}),

@@ -14,7 +14,7 @@ from tests.cli_process import cli, cli_env
 from tests.conftest import make_config
 from tests.pty_terminal import Terminal
 from tests.scripted_llm import error, text, tool_call
-from tests.test_web_browser import Page, browser  # noqa: F401 - the fixture
+from tests.test_web_browser import browser, tab, web  # noqa: F401 - the fixtures
 
 SLOW = 3.0  # seconds the scripted server holds its first token back
 READING = [
@@ -148,9 +148,9 @@ def test_json_carries_the_progress_events(workspace, llm):
 
 
 @pytest.mark.browser
-def test_the_web_chat_shows_the_progress_line_until_the_reply(browser_tab, llm):
+def test_the_web_chat_shows_the_progress_line_until_the_reply(tab, llm):  # noqa: F811
     llm.add(slow_answer("Hi from the web.", progress=READING, progress_delay=1.0))
-    tab = browser_tab
+    tab.sign_in()
     tab.send("say hi")
     tab.wait_text(".progress-line", "reading the prompt", timeout=2_000)
     assert "Hi from the web" not in tab.assistant_text()
@@ -159,17 +159,6 @@ def test_the_web_chat_shows_the_progress_line_until_the_reply(browser_tab, llm):
     tab.page.wait_for_selector(".ending.completed")
     assert "Hi from the web." in tab.assistant_text()
     assert tab.page.query_selector(".progress-line") is None
-
-
-@pytest.fixture
-def browser_tab(browser, workspace, llm):  # noqa: F811 - the imported fixture
-    from tests.test_web_support import WebHarness
-
-    with WebHarness(make_config(workspace, llm)) as web:
-        tab = Page(browser, web, viewport={"width": 1280, "height": 800})
-        tab.sign_in()
-        yield tab
-        tab.close()
 
 
 # --------------------------------------------------------------------------- honest endings
