@@ -5,13 +5,15 @@ all of it stays in the transcript."""
 
 from __future__ import annotations
 
-import re
-
 OUTPUT_LINES = 12  # last lines of a command's output shown
 DIFF_LINES = 60  # lines of a step's diff shown
 LINE_CHARS = 300
 SUMMARY_NAMES = 8  # names a ✓ line lists of what ls, glob or grep found
-CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+# what a terminal would act on rather than show: C0 controls but newline and tab, DEL, C1
+# controls, and the bidirectional controls that reorder what a line seems to say
+CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in CONTROLS + BIDI}
 GUTTER = "    │ "
 BAR_WIDTH = 20
 
@@ -104,9 +106,17 @@ def diff_colour(line: str) -> str:
     return "cyan" if line.startswith("@@") else ""
 
 
+def escape(text: str) -> str:
+    """`text` as a terminal shows it, never acts on it: every control character but newline and
+    tab (ESC, CR, backspace, C1, bidi controls) written out as \\x1b, \\u202e. The one function
+    every terminal output goes through: names, commands, tool output and model text are the
+    model's to choose."""
+    return text.translate(ESCAPES)
+
+
 def clean(line: str) -> str:
-    """A line safe to print: no terminal escapes or control characters, cut to LINE_CHARS."""
-    line = CONTROL.sub("", line.replace("\t", "    "))
+    """One line safe to print: escaped, tabs as spaces, cut to LINE_CHARS."""
+    line = escape(line.replace("\t", "    "))
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " …"
 
 

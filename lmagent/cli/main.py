@@ -151,11 +151,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         check_arguments(args)
         return dispatch(args, load_config(args, ask_on_first_run(args)))
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # e.g. a workspace that cannot be created
-        print(f"error: {exc}", file=sys.stderr)
+    except (CliError, OSError) as exc:  # OSError: e.g. a workspace that cannot be created
+        from lmagent.cli.display import escape
+
+        print(f"error: {escape(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -228,18 +227,20 @@ def undoing(args: argparse.Namespace) -> bool:
 
 def review_and_undo(args: argparse.Namespace, config) -> int:
     """--checkpoints, --undo and --restore: list or restore, then exit."""
+    from lmagent.cli.display import escape
     from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 
     try:
         if args.checkpoints is not None:
-            print("\n".join(checkpoint_lines(config.workspace, args.checkpoints, args.json)))
+            lines = checkpoint_lines(config.workspace, args.checkpoints, args.json)
+            print(escape("\n".join(lines)))  # file names are the model's to choose
         elif args.undo is not None:
-            print(restore(config.workspace, args.undo, None, args.force))
+            print(escape(restore(config.workspace, args.undo, None, args.force)))
         else:
             session_id, step = args.restore
             if not step.isdigit():
                 raise CliError(f"--restore: STEP must be a step number, not {step!r}")
-            print(restore(config.workspace, session_id, int(step), args.force))
+            print(escape(restore(config.workspace, session_id, int(step), args.force)))
     except RestoreFailed as exc:
         raise CliError(str(exc)) from None
     return 0

@@ -11,7 +11,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmagent.cli.display import approval_lines, progress_text, result_lines, result_summary
+from lmagent.cli.display import (
+    approval_lines,
+    escape,
+    progress_text,
+    result_lines,
+    result_summary,
+)
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.commands import NAMES, help_lines
 from lmagent.core.config import PERMISSION_MODES, Config
@@ -90,6 +96,7 @@ class TerminalIO:
     def write(self, text: str, colour: str = "") -> None:
         with self.lock:
             self.clear_progress()
+            text = escape(text)  # what the model chose never drives the terminal
             self.out.write(f"{self.c.get(colour, '')}{text}{self.c['reset'] if colour else ''}")
             self.out.flush()
 
@@ -102,13 +109,13 @@ class TerminalIO:
 
     def error(self, text: str) -> None:
         """One line on stderr: the cause of a failure a user can act on."""
-        self.err.write(f"error: {one_line(text)}\n")
+        self.err.write(f"error: {escape(one_line(text))}\n")
         self.err.flush()
 
     def notice(self, text: str) -> None:
         """A start-up line: on stdout for a person, on stderr beside JSON events."""
         if self.as_json:
-            self.err.write(f"· {text}\n")
+            self.err.write(f"· {escape(text)}\n")
             self.err.flush()
         else:
             self.line(f"· {text}", "yellow" if text.startswith("warning") else "dim")
@@ -363,7 +370,7 @@ def explain_error(result: RunResult, config: Config) -> str:
 
 def list_sessions(config: Config, as_json: bool = False, write: Callable | None = None) -> int:
     """Print the saved sessions (newest first), one per line; JSON objects with as_json."""
-    write = write or print
+    write = write or (lambda text: print(escape(text)))
     sessions = SessionStore(config.workspace).list()
     if as_json:
         for meta in sessions:

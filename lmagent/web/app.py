@@ -357,7 +357,7 @@ def _install_files(app: Flask, state: WebState) -> None:
             return jsonify(describe_file(workspace, path))
         raw = raw_file(workspace, path)
         download = request.args.get("download") == "1"
-        name = PurePosixPath(str(path)).name or "download"
+        name = download_name(str(path))
         response = send_file(
             raw.handle,
             mimetype=raw.mimetype,
@@ -388,6 +388,13 @@ def _install_files(app: Flask, state: WebState) -> None:
         if runtime is None or not runtime.vision_model:
             saved["warning"] = NO_VISION
         return jsonify(saved), 201
+
+
+def download_name(path: str) -> str:
+    """The file's name for Content-Disposition: control characters (a CR/LF would split the
+    header) become "_"; send_file writes the rest as RFC 6266 filename* when it is not ASCII."""
+    name = "".join("_" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in path)
+    return PurePosixPath(name).name or "download"
 
 
 # --------------------------------------------------------------------------- header, sessions
