@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from lmagent.core.config import PERMISSION_MODES, VERSION, describe_settings
 
-MAIN_VARIABLES = ("WORKSPACE", "LLM_URL", "LLM_MODEL", "LLM_API_KEY", "PERMISSION_MODE")
+MAIN_VARIABLES = (
+    "WORKSPACE",
+    "LLM_URL",
+    "LLM_MODEL",
+    "LLM_API_KEY",
+    "PERMISSION_MODE",
+    "EMBEDDED_MODEL",
+)
 EXIT_CODES_HELP = """exit codes of a run:
   0    completed (also: waiting for a scheduled wake-up)
   1    error (e.g. the LLM server unreachable; the cause is one line on stderr)
@@ -61,7 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-sub-agents", action="store_true", help="no delegate/decompose")
     parser.add_argument("--json", action="store_true", help="JSON-lines events on stdout")
     parser.add_argument(
-        "--embedded", action="store_true", help="run against the bundled llama.cpp model"
+        "--embedded",
+        action="store_true",
+        help="start llama.cpp's server here with the bundled model, or your own .gguf "
+        "(EMBEDDED_MODEL=path), and run against it",
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     parser.add_argument("--scheduler", action="store_true", help="run the scheduler daemon")
@@ -200,25 +211,17 @@ def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
 
 def with_embedded_model(args: argparse.Namespace, config) -> int:
     """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
-    from lmagent.llm.embedded import (
-        EmbeddedError,
-        EmbeddedServer,
-        embedded_settings,
-        resolve_model,
-    )
+    from lmagent.llm.embedded import EmbeddedError, embedded_config
 
     def progress(text: str) -> None:
         print(f"· {text}", file=sys.stderr, flush=True)
 
-    try:
-        server = EmbeddedServer(resolve_model(config.embedded_model, progress))
-        server.start(progress=progress)
-    except EmbeddedError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        return run_front_end(args, config.with_changes(**embedded_settings(config, server.url)))
-    finally:
-        server.stop()
+    with contextlib.ExitStack() as stack:
+        try:
+            config = stack.enter_context(embedded_config(config, progress))
+        except EmbeddedError as exc:
+            raise CliError(str(exc)) from None
+        return run_front_end(args, config)
 
 
 def undoing(args: argparse.Namespace) -> bool:

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -113,6 +113,18 @@ def embedded_settings(config: Config, server_url: str) -> dict:
         if config.tool_set == "auto":
             changes["tool_set"] = "tiny"
     return changes
+
+
+@contextlib.contextmanager
+def embedded_config(config: Config, progress: Callable[[str], None]) -> Iterator[Config]:
+    """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
+    which is stopped when the block ends: --embedded for every front end."""
+    server = EmbeddedServer(resolve_model(config.embedded_model, progress))
+    server.start(progress=progress)
+    try:
+        yield config.with_changes(**embedded_settings(config, server.url))
+    finally:
+        server.stop()
 
 
 def free_port() -> int:

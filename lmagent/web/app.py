@@ -48,7 +48,7 @@ DEFAULTS = {
     "MAX_STREAMS": MAX_STREAMS,
     "MAX_FAILURES": 5,
     "FAILURE_WINDOW": 15 * 60,
-    "SERVER_RECHECK": 10.0,  # seconds between probes of the LLM server for the page's header
+    "SERVER_RECHECK": 2.0,  # seconds between probes of the LLM server for the page's header
 }
 
 
