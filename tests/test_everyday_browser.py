@@ -264,3 +264,16 @@ def test_the_server_state_is_rechecked_while_the_page_is_open(tabs, workspace):
             assert "cannot reach the LLM server" in tab.page.text_content("#server-down")
     finally:
         server.stop()
+
+
+def test_a_server_that_stops_is_noticed_within_seconds_without_any_action(tabs, workspace):
+    server = ScriptedLLM().start()
+    try:
+        with WebHarness(make_config(workspace, server)) as web:  # the default rechecks
+            tab = tabs(web)
+            tab.sign_in()
+            tab.wait_text("#server-state", "server ready")
+            server.stop()
+            tab.wait_text("#server-state", "server unreachable", timeout=8_000)
+    finally:
+        server.stop()

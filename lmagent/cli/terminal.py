@@ -11,8 +11,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmagent.cli.display import approval_lines, result_lines, result_summary
+from lmagent.cli.display import (
+    approval_lines,
+    escape,
+    progress_text,
+    result_lines,
+    result_summary,
+)
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+from lmagent.commands import NAMES, help_lines
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
@@ -36,6 +43,7 @@ EXIT_CODES = {
 }
 ANSWERS = {"y": "allow", "yes": "allow", "allow": "allow", "a": "auto", "auto": "auto"}
 DECISIONS = ("allow", "deny", "auto")
+PROGRESS_EVERY = 10.0  # seconds between two progress lines when output is not a terminal
 
 
 def _colours(enabled: bool) -> dict[str, str]:
@@ -77,13 +85,18 @@ class TerminalIO:
         self.mode = "normal"  # the permission mode, named when nobody can answer
         self.workspace: Workspace | None = None  # where a write or edit would change a file
         self.session_id: str | None = None
-        self.c = _colours(not as_json and getattr(self.out, "isatty", lambda: False)())
+        self.live = not as_json and getattr(self.out, "isatty", lambda: False)()
+        self.c = _colours(self.live)
         self.mid_line = False
+        self.progress_shown = False  # the updating progress line is on the screen
+        self.progress_due = 0.0  # without a terminal: when the next progress line is printed
         self.asking = False  # a prompt is waiting for stdin (Ctrl+C must not wait for Enter)
         self.lock = threading.RLock()
 
     def write(self, text: str, colour: str = "") -> None:
         with self.lock:
+            self.clear_progress()
+            text = escape(text)  # what the model chose never drives the terminal
             self.out.write(f"{self.c.get(colour, '')}{text}{self.c['reset'] if colour else ''}")
             self.out.flush()
 
@@ -96,13 +109,13 @@ class TerminalIO:
 
     def error(self, text: str) -> None:
         """One line on stderr: the cause of a failure a user can act on."""
-        self.err.write(f"error: {one_line(text)}\n")
+        self.err.write(f"error: {escape(one_line(text))}\n")
         self.err.flush()
 
     def notice(self, text: str) -> None:
         """A start-up line: on stdout for a person, on stderr beside JSON events."""
         if self.as_json:
-            self.err.write(f"· {text}\n")
+            self.err.write(f"· {escape(text)}\n")
             self.err.flush()
         else:
             self.line(f"· {text}", "yellow" if text.startswith("warning") else "dim")
@@ -155,6 +168,33 @@ class TerminalIO:
         for text, colour in result_lines(event):
             self.line(f"{self._prefix(event)}{text}", colour)
 
+    def on_progress(self, event: dict) -> None:
+        """On a terminal one line, redrawn in place and wiped when the phase ends; without one
+        a line now and then (at the start of a wait, then every PROGRESS_EVERY seconds)."""
+        if event.get("agent_id"):
+            return
+        with self.lock:
+            if event.get("done"):
+                self.clear_progress()
+                self.progress_due = 0.0
+            elif self.live and not self.asking:
+                if self.mid_line:
+                    self.write("\n")
+                    self.mid_line = False
+                text = f"· {progress_text(event)}"
+                self.out.write(f"\r\x1b[2K{self.c['dim']}{text}{self.c['reset']}")
+                self.out.flush()
+                self.progress_shown = True
+            elif not self.live and float(event.get("elapsed") or 0) >= self.progress_due:
+                self.progress_due = float(event.get("elapsed") or 0) + PROGRESS_EVERY
+                self.line(f"· {progress_text(event)}", "dim")
+
+    def clear_progress(self) -> None:
+        if self.progress_shown:
+            self.progress_shown = False
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+
     def on_status(self, event: dict) -> None:
         self.line(f"{self._prefix(event)}· {event['message']}", "yellow")
 
@@ -165,13 +205,9 @@ class TerminalIO:
     def on_done(self, event: dict) -> None:
         if event.get("agent_id"):
             return  # a sub-agent's "finished" status line already says how it ended
-        until = f" until {event['wait_until']}" if event.get("wait_until") else ""
         colour = "green" if event["status"] == "completed" else "yellow"
-        self.line(
-            f"— {event['status']}{until} · {event['iterations']} iterations · "
-            f"{event['tokens']} tokens · session {event['session_id']}",
-            colour,
-        )
+        # the main run's error is on stderr already, once
+        self.line(f"— {_ending(event, cause=False)} · session {event['session_id']}", colour)
 
     def ask(self, tool: str, arguments: dict) -> str:
         """Permission prompt: y = allow, n = deny, a = auto for the rest of the run."""
@@ -334,7 +370,7 @@ def explain_error(result: RunResult, config: Config) -> str:
 
 def list_sessions(config: Config, as_json: bool = False, write: Callable | None = None) -> int:
     """Print the saved sessions (newest first), one per line; JSON objects with as_json."""
-    write = write or print
+    write = write or (lambda text: print(escape(text)))
     sessions = SessionStore(config.workspace).list()
     if as_json:
         for meta in sessions:
@@ -462,7 +498,7 @@ class Repl:
             return False
         if line.startswith("/"):
             name, _, rest = line[1:].partition(" ")
-            command = getattr(self, f"cmd_{name.lower()}", None)
+            command = getattr(self, f"cmd_{name.lower()}", None) if name.lower() in NAMES else None
             if command is None:
                 self.io.line(f"unknown command /{name}; /help lists them", "red")
                 return True
@@ -511,9 +547,8 @@ class Repl:
 
     def cmd_help(self, arg: str) -> None:
         """Show the commands."""
-        for name in sorted(n for n in dir(self) if n.startswith("cmd_")):
-            doc = (getattr(self, name).__doc__ or "").strip()
-            self.io.line(f"/{name[4:]:<9} {doc}")
+        for line in help_lines():
+            self.io.line(line)
         self.io.line("quit, exit  leave the REPL")
 
     def cmd_sessions(self, arg: str) -> None:
@@ -624,13 +659,15 @@ class Repl:
         return SessionStore(self.config.workspace).open(self.session_id)
 
 
-def _ending(done: dict) -> str:
-    """How a run ended, in one line: status, wait, error, iterations, tokens."""
+def _ending(done: dict, cause: bool = True) -> str:
+    """How a run ended, in one line: status, wait, error, what it did, iterations, tokens."""
     text = done["status"]
     if done.get("wait_until"):
         text += f" until {done['wait_until']}"
-    if done["status"] == "error":
+    if done["status"] == "error" and cause:
         text += f": {one_line(done['message'])[:200]}"
+    if done.get("summary"):
+        text += f" · {done['summary']}"
     return f"{text} · {done['iterations']} iterations · {done['tokens']} tokens"
 
 

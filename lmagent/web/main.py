@@ -5,6 +5,7 @@ address, the port and the PIN.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -29,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, help="port (AGENT_PORT, default 7860)")
     parser.add_argument("--workspace", help="the directory the agent works in")
     parser.add_argument("--permission", choices=PERMISSION_MODES)
+    parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="start llama.cpp's server here with the bundled model, or your own .gguf "
+        "(EMBEDDED_MODEL=path), as `lmagent --embedded` does",
+    )
     parser.add_argument(
         "--allow-unsandboxed-auto",
         action="store_true",
@@ -55,6 +62,24 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
+    if not (args.embedded or config.llm_url == "embedded"):
+        return serve(config)
+    from lmagent.llm.embedded import EmbeddedError, embedded_config
+
+    def progress(text: str) -> None:
+        print(f"· {text}", file=sys.stderr, flush=True)
+
+    with contextlib.ExitStack() as stack:
+        try:
+            config = stack.enter_context(embedded_config(config, progress))
+        except EmbeddedError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        return serve(config)
+
+
+def serve(config: Config) -> int:
+    """Serve the UI until Ctrl+C or SIGTERM."""
     Workspace(config.workspace).ensure()
     limit_malloc_arenas()
     addresses = announce(config.agent_host)
