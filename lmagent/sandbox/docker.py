@@ -45,9 +45,10 @@ from lmagent.sandbox.supervise import (
     STOPPED_STATES,
     HostProcess,
     cgroup_members,
-    host_processes,
     kill_trees,
+    processes_of,
     signal_quietly,
+    still_alive,
 )
 
 try:
@@ -296,39 +297,15 @@ class DockerSandbox(RunnerSandbox):
         each with everything below it; let the container's own command go on if a command
         stopped it. The processes killed, described."""
         super().sweep()
-        found = self._host_view()
+        found = host_view(self.container)
         if found is None:
             return []
         table, members, init = found
-        killed = kill_trees(strays(table, members, init))
+        killed = kill_trees(strays(table, members, init), container_processes(self.container))
         for pid in oldest_child(table, members, init):
             if table[pid].state in STOPPED_STATES:
                 signal_quietly(pid, signal.SIGCONT)
         return describe(table, killed)
-
-    def quiesce(self) -> list[str]:
-        """Kill every process of the container but its init and its own command; described.
-        Raises SandboxUnavailable when the host cannot see them (then the container goes)."""
-        found = self._host_view()
-        if found is None:
-            self.container.kill()
-            return [f"container {self.container.name} (stopped as a whole)"]
-        table, members, init = found
-        keep = {init, *oldest_child(table, members, init)}
-        return describe(table, kill_trees(members - keep))
-
-    def _host_view(self) -> tuple[dict[int, HostProcess], set[int], int] | None:
-        """(host process table, the container's pids, its init's pid); None when the container
-        is not running or its processes are not the host's to see (an engine in a VM)."""
-        try:
-            self.container.reload()
-        except DockerException:
-            return None
-        init = self.container.attrs.get("State", {}).get("Pid") or 0
-        table = host_processes()
-        if self.container.status != "running" or init not in table:
-            return None
-        return table, cgroup_members(self.container.id, table) | {init}, init
 
     def _memory_needed(self, memory_mb: int) -> None:
         if min(memory_mb, MAX_MEMORY_MB) != self.memory_mb:
@@ -345,6 +322,61 @@ class DockerSandbox(RunnerSandbox):
 
 
 OWN_NAMES = {name.decode() for name in (RUNNER_NAME, JOBS_NAME, KEEPER_NAME)}
+
+
+def host_view(container) -> tuple[dict[int, HostProcess], set[int], int] | None:
+    """(the container's processes by host pid, their pids, its init's pid); None when the
+    container is not running or its processes are not the host's to see (an engine in a VM)."""
+    try:
+        container.reload()
+    except DockerException:
+        return None
+    init = container.attrs.get("State", {}).get("Pid") or 0
+    if container.status != "running" or not init:
+        return None
+    members = cgroup_members(init)
+    table = processes_of((members or set()) | {init})
+    if members is None or init not in table:
+        return None
+    return table, set(table), init
+
+
+def container_processes(container):
+    """A kill_trees() table: the container's processes (descendants never leave its cgroup)."""
+    return lambda: (host_view(container) or ({}, set(), 0))[0]
+
+
+def quiesce_container(workspace: Path) -> list[str]:
+    """Kill every process in the workspace's container but its init and its own command (the
+    whole container when the host cannot see its processes); the processes killed, described.
+    No engine or no container: nothing to do. Raises SandboxUnavailable when it cannot."""
+    if docker is None or not docker_engine_expected():
+        return []
+    client = docker_client()  # raises when an engine should answer but does not
+    try:
+        container = client.containers.get(container_name(workspace))
+    except NotFound:
+        return []
+    except DockerException as exc:
+        raise SandboxUnavailable(f"Docker error: {_first_line(exc)}") from exc
+    found = host_view(container)
+    if found is None:
+        if container.status == "running":
+            container.kill()
+            return [f"container {container.name} (killed as a whole)"]
+        return []
+    table, members, init = found
+    keep = {init, *oldest_child(table, members, init)}
+    killed = kill_trees(members - keep, container_processes(container))
+    left = still_alive(killed)
+    if left:
+        raise SandboxUnavailable(f"processes of {container.name} survive SIGKILL: {left}")
+    return describe(table, killed)
+
+
+def docker_engine_expected() -> bool:
+    """Whether a Docker engine is configured here (DOCKER_HOST, or the default socket)."""
+    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
 
 
 def strays(table: dict[int, HostProcess], members: set[int], init: int) -> set[int]:

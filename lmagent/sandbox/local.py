@@ -32,7 +32,13 @@ from lmagent.sandbox.base import (
     workspace_mounts,
 )
 from lmagent.sandbox.seccomp import filter_program
-from lmagent.sandbox.supervise import find_in_trees, kill_trees
+from lmagent.sandbox.supervise import (
+    bwrap_sandboxes,
+    find_in_trees,
+    host_processes,
+    kill_trees,
+    still_alive,
+)
 
 # /etc entries a sandboxed command may read; everything else there (shadow, ssh keys, ...) is absent
 ETC_ALLOWED = (
@@ -237,6 +243,17 @@ class BwrapSandbox(RunnerSandbox):
     def _kill_runner(self, channel: Channel) -> None:
         """The bwrap process and so its whole PID namespace."""
         kill_trees({channel.transport.proc.pid})
+
+
+def quiesce_bwrap(workspace: Path) -> list[str]:
+    """Kill every bwrap sandbox of the workspace, whichever agent process started it (each
+    takes its whole PID namespace along); the processes killed, described."""
+    table = host_processes()
+    killed = kill_trees(bwrap_sandboxes(str(workspace), table))
+    left = still_alive(killed)
+    if left:
+        raise SandboxUnavailable(f"processes of {workspace}'s sandboxes survive SIGKILL: {left}")
+    return [f"{table[p].name} (host pid {p})" for p in sorted(killed) if p in table]
 
 
 def pids_cgroup(workspace: Path) -> Path | None:

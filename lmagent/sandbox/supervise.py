@@ -20,6 +20,7 @@ from lmagent.sandbox.runner import subtree
 
 STOPPED_STATES = ("T", "t")  # stopped by a signal, or stopped under a tracer
 FREEZE_PATIENCE = 5.0  # seconds kill_trees waits for a tree to stop growing at most
+CGROUP2_ROOTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")  # unified, and hybrid set-ups
 
 
 @dataclass(frozen=True)
@@ -85,16 +86,17 @@ def find_in_trees(roots: set[int], inner_pid: int) -> int | None:
     return None
 
 
-def kill_trees(roots: set[int]) -> set[int]:
+def kill_trees(roots: set[int], processes=host_processes) -> set[int]:
     """SIGKILL `roots` and all their descendants; the pids killed.
 
     Each member is stopped (SIGSTOP) first and the tree looked at again until it has stopped
     growing, so a process forking meanwhile cannot leave a child behind; then all are killed.
+    `processes()` gives the table to look at (default: every host process).
     """
     frozen: set[int] = set()
     give_up = time.monotonic() + FREEZE_PATIENCE
-    while time.monotonic() < give_up:
-        table = host_processes()
+    while roots and time.monotonic() < give_up:
+        table = processes()
         new = descendants(table, roots | frozen) - frozen
         if not new and all(table[pid].state in "TtZX" for pid in frozen if pid in table):
             break
@@ -107,6 +109,16 @@ def kill_trees(roots: set[int]) -> set[int]:
     return frozen
 
 
+def still_alive(pids: set[int], patience: float = 2.0) -> set[int]:
+    """Those of `pids` (just sent SIGKILL) that have not died within `patience` seconds."""
+    give_up = time.monotonic() + patience
+    while True:
+        alive = {pid for pid in pids if (p := host_process(pid)) and p.state not in "ZX"}
+        if not alive or time.monotonic() > give_up:
+            return alive
+        time.sleep(0.005)
+
+
 def signal_quietly(pid: int, sig: int) -> None:
     try:
         os.kill(pid, sig)
@@ -114,17 +126,29 @@ def signal_quietly(pid: int, sig: int) -> None:
         pass
 
 
-def cgroup_members(container_id: str, table: dict[int, HostProcess]) -> set[int]:
-    """The host pids of a Docker container's processes (its cgroup path holds its id)."""
-    members = set()
-    for pid in table:
+def cgroup_members(pid: int) -> set[int] | None:
+    """The pids in `pid`'s pids cgroup (a Docker container's: everything started in it, by
+    exec too), read from cgroup.procs; None if that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as handle:
+            lines = [line.rstrip("\n").split(":", 2) for line in handle]
+    except OSError:
+        return None
+    paths = [f"/sys/fs/cgroup/pids{path}" for _, kinds, path in lines if "pids" in kinds.split(",")]
+    paths += [f"{root}{path}" for _, kinds, path in lines if kinds == "" for root in CGROUP2_ROOTS]
+    for path in paths:
         try:
-            with open(f"/proc/{pid}/cgroup", "rb") as handle:
-                if container_id.encode() in handle.read():
-                    members.add(pid)
-        except OSError:
+            with open(f"{path}/cgroup.procs") as handle:
+                return {int(line) for line in handle if line.strip()}
+        except (OSError, ValueError):
             continue
-    return members
+    return None
+
+
+def processes_of(pids: set[int]) -> dict[int, HostProcess]:
+    """host_process() of each of `pids` still there."""
+    found = {pid: host_process(pid) for pid in pids}
+    return {pid: process for pid, process in found.items() if process is not None}
 
 
 def bwrap_sandboxes(workspace: str, table: dict[int, HostProcess]) -> set[int]:
