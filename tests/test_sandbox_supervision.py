@@ -45,11 +45,15 @@ def sandbox_processes(sandbox) -> list[tuple[int, str, str]]:
             process.info["cmdline"] or []
         ):
             continue
-        for member in [process, *process.children(recursive=True)]:
+        try:
+            members = [process, *process.children(recursive=True)]
+        except psutil.Error:  # gone meanwhile
+            continue
+        for member in members:
             try:
                 state = "T" if member.status() in ("stopped", "tracing-stop") else "S"
                 found.append((member.pid, state, " ".join(member.cmdline())))
-            except psutil.NoSuchProcess:
+            except psutil.Error:
                 continue
     return found
 

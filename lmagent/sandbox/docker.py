@@ -68,6 +68,7 @@ IMAGE_PACKAGES = (
     "bash", "coreutils", "git", "ripgrep", "ca-certificates", "python3", "python-is-python3",
     "python3-pip", "python3-venv", "python3-pytest", "gcc", "libc6-dev", "make",
 )  # fmt: skip
+LABEL_PACKAGES = "lmagent.sandbox.packages"  # the image's IMAGE_PACKAGES, space-separated
 DOCKERFILE_DIR = Path(__file__).resolve().parent
 
 
@@ -89,16 +90,20 @@ def docker_client():
 def probe_docker(image: str) -> tuple[bool, str]:
     """(usable, reason) without creating anything."""
     try:
+        filter_program()
         client = docker_client()
         version = client.version().get("Version", "?")
-        client.images.get(image)
+        labels = client.images.get(image).labels
     except SandboxUnavailable as exc:
         return False, str(exc)
     except ImageNotFound:
         return False, f"Docker {version} answers but image {image} is missing; {BUILD_FIX}"
     except DockerException as exc:
         return False, f"Docker error: {_first_line(exc)}"
-    return True, f"Docker {version}, image {image}, one hardened container per workspace"
+    reason = f"Docker {version}, image {image}, one hardened container per workspace"
+    if labels.get(LABEL_PACKAGES) != " ".join(IMAGE_PACKAGES):
+        reason += f" (the image lacks tools this version adds, e.g. python, gcc; {BUILD_FIX})"
+    return True, reason
 
 
 def container_name(workspace: Path) -> str:
@@ -605,6 +610,7 @@ def _import_rootfs(client, rootfs: Path, tag: str) -> None:
     repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "")
     changes = ['CMD ["sleep", "infinity"]', "ENV LANG=C.UTF-8", f"ENV HOME={SANDBOX_HOME}"]
     changes += [f"ENV PATH={SYSTEM_PATH}", "LABEL lmagent.sandbox.build=debootstrap"]
+    changes += [f'LABEL {LABEL_PACKAGES}="{" ".join(IMAGE_PACKAGES)}"']
     tar = subprocess.Popen(
         ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE
     )
