@@ -122,6 +122,7 @@ class Runtime:
         """A client for one run; a blank LLM_MODEL means the model the server has loaded."""
         client = LLMClient(self.config, model=self.config.llm_model or self.model.model_id)
         client.dropped_params |= unsent_at_start(self.model.supports_tools)
+        self.tool_mode = choose_tool_mode(self.config, self.model)  # a run may have learned
         client.tool_mode = self.tool_mode.mode
         return client
 

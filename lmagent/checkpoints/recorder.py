@@ -8,6 +8,7 @@ A checkpoint that cannot be made (disk full, permission denied, no git) is repor
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from lmagent.checkpoints.shadow import CheckpointError, Snapshot
@@ -22,7 +23,9 @@ def needs_checkpoint(tool_name: str, changes_things: bool) -> bool:
 
 
 class StepRecorder:
-    """The checkpoints of one run of one session."""
+    """The checkpoints of one run of one session. The checkpoint lock is held from a step's
+    first snapshot to its second, so another run's changes never land in this step's list
+    (delegate and decompose excepted: their sub-agents take it for their own steps)."""
 
     def __init__(
         self,
@@ -36,12 +39,21 @@ class StepRecorder:
         self.agent_id = agent_id
         self.report = report
         self.noted: set[str] = set()  # notes already reported in this run
+        self.held = ExitStack()  # the checkpoint lock, from before() to after()
+        self.checked = False
+        self.lost = False
 
     def before(self, tool: str) -> Snapshot | None:
         """The snapshot before a call of `tool`, or None when it could not be made."""
+        self.held.close()  # a call that never reached after() (interrupted)
         try:
+            if tool not in THROUGH_SUBAGENTS:
+                self.held.enter_context(self.checkpoints.locked())
+            if not self.checked:
+                self.startup()
             snapshot = self.checkpoints.take(f"before {tool} in session {self.session_id}")
         except (CheckpointError, OSError) as exc:
+            self.held.close()
             self.failed(exc)
             return None
         self.note(snapshot.notes)
@@ -63,11 +75,25 @@ class StepRecorder:
                 fields.update(step=record["step"], changed=record["changed"], diff=diff)
         except (CheckpointError, OSError) as exc:
             self.failed(exc)
+        finally:
+            self.held.close()
         return fields
+
+    def startup(self) -> None:
+        """Once per run: heal a damaged shadow repository, pack it when it has grown."""
+        repo = self.checkpoints.repo
+        repo.check()
+        repo.pack()
+        self.checked = True
+        for found in repo.damage:
+            self.note([found])
 
     def failed(self, exc: Exception) -> None:
         cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.report(f"checkpoint failed ({cause}); the step runs, but it cannot be undone")
+        if not self.lost:
+            self.lost = True
+            self.checkpoints.note_failure(self.session_id, cause)
 
     def note(self, notes: list[str]) -> None:
         for text in notes:

@@ -45,6 +45,11 @@ def restore(workspace: Path, session_id: str | None, step: int | None, force: bo
         session_id = session_id or latest_session(workspace)
         record = restore_session(workspace, session_id, step, force)
     files = record["changed"]
+    if record.get("failed"):
+        return (
+            f"step {record['step']} of session {session_id} is a restore that failed and "
+            "changed no file: there is nothing to undo"
+        )
     return (
         f"restored the files to before step {record['restored_step']} of session {session_id}: "
         f"{len(files)} file(s) changed back ({', '.join(files[:10])}"

@@ -291,7 +291,11 @@ class Config:
         "LLM_MAX_TOKENS", _parse_number(int, 0), "0", "cap on tokens per reply (0 = server default)"
     )
     embedded_model: str = _setting(
-        "EMBEDDED_MODEL", _parse_str, "", "GGUF file for --embedded (blank = bundled SmolLM2)"
+        "EMBEDDED_MODEL",
+        _parse_str,
+        "",
+        "model for --embedded: blank = Qwen2.5-Coder-1.5B-Instruct Q4_K_M (fetched once, 1.1 GB, "
+        "sha256-checked), smollm2 = the tiny SmolLM2-135M (93 MB), or a .gguf file",
     )
     tool_call_mode: str = _setting(
         "TOOL_CALL_MODE",

@@ -50,6 +50,8 @@ def restore_session(
         )
     with store.lock(session_id, wait=0):
         record = Checkpoints(workspace).restore(session_id, step, force)
+        if not record["changed"]:
+            return record  # a failed restore undone: nothing went back
         session = store.open(session_id)
         try:
             session.append({"role": "user", "content": restore_note(record)})

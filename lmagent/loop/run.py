@@ -40,6 +40,7 @@ from lmagent.llm.client import (
 )
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
@@ -51,7 +52,8 @@ from lmagent.loop.prompts import (
     BLOCKED_LINE,
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
-    NUDGE_COMMANDS,
+    NUDGE_BLOCKED,
+    NUDGE_CODE,
     NUDGE_EMPTY,
     NUDGE_REPEATING,
     PLAN_APPROVED,
@@ -61,8 +63,9 @@ from lmagent.loop.prompts import (
     open_work_nudge,
     parse_plan,
     parse_wait,
+    progress_message,
     resume_message,
-    shows_commands,
+    shows_code,
     system_prompt,
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
@@ -178,7 +181,8 @@ class AgentRun:
         self.format_errors = 0
         self.nudges = 0
         self.nudged_open_work = False
-        self.nudged_commands = False
+        self.nudged_code = False
+        self.nudged_blocked = False  # since the last call that succeeded
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
@@ -404,10 +408,25 @@ class AgentRun:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
-        calls = extract_text_calls(reply.content, set(self.toolset.names()))
+        try:
+            calls = extract_text_calls(reply.content, set(self.toolset.names()))
+        except FormatError:
+            self.calls_came_as_text()  # even a broken call written as text: not native
+            raise
+        if calls:
+            self.calls_came_as_text()
         for index, call in enumerate(calls):
             call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
         return calls, False
+
+    def calls_came_as_text(self) -> None:
+        """Offered native tools, the model wrote a call as text: text calls from now on."""
+        if not self.client.native_tools:
+            return
+        mode = calls_came_as_text(self.config, self.client.model or "")
+        if mode is not None:
+            self.client.tool_mode = "text"
+            self.emit("status", message=mode.describe())
 
     # ------------------------------------------------------------------ history
 
@@ -450,6 +469,7 @@ class AgentRun:
                 continue
             result = self.run_call(call)
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
+            self.nudged_blocked = self.nudged_blocked and not result.get("success")
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
             results.append(result)
@@ -530,6 +550,10 @@ class AgentRun:
             self.reprompt(NUDGE_EMPTY)
             return
         blocked = BLOCKED_LINE.search(content)
+        if blocked and not self.last_calls_ok and not self.nudged_blocked:
+            self.nudged_blocked = True  # a small model gives up at its first error
+            self.nudge(NUDGE_BLOCKED)
+            return
         if blocked:
             raise Blocked(blocked.group(1).strip())
         if self.decide_wait(content):
@@ -539,9 +563,9 @@ class AgentRun:
         if announces_work(content):
             self.push(NUDGE_ANNOUNCED, "the model keeps announcing work without calling tools")
             return
-        if shows_commands(content) and not self.called_tools and not self.nudged_commands:
-            self.nudged_commands = True  # once: a how-to answer may show commands on purpose
-            self.nudge(NUDGE_COMMANDS)
+        if shows_code(content) and not self.called_tools and not self.nudged_code:
+            self.nudged_code = True  # once: a how-to answer may show code on purpose
+            self.nudge(NUDGE_CODE)
             return
         unfinished = self.session.state.open_todos() or self.session.state.open_steps()
         if unfinished and not self.nudged_open_work:
@@ -609,6 +633,9 @@ class AgentRun:
         if plan is None:
             return False
         end, summary = plan
+        progress = progress_message(self.session)  # the calls that recorded it are summarised
+        if progress:
+            summary = {**summary, "content": f"{summary['content']}\n\n{progress}"}
         before = self.context_tokens()
         self.session.record_compaction(0, end, summary)
         self.emit(
