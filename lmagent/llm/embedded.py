@@ -250,9 +250,13 @@ def embedded_settings(config: Config, server_url: str) -> dict:
 
 
 @contextlib.contextmanager
-def embedded_config(config: Config, progress: Callable[[str], None]) -> Iterator[Config]:
+def embedded_config(
+    config: Config, progress: Callable[[str], None] | None = None
+) -> Iterator[Config]:
     """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
-    which is stopped when the block ends: --embedded for every front end."""
+    which is stopped when the block ends: --embedded for every front end. Its start-up is told
+    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start."""
+    progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
     server = EmbeddedServer(resolve_model(config.embedded_model, progress))
     server.start(progress=progress)
     try:
