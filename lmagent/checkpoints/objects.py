@@ -179,8 +179,8 @@ def decode_tree(data: bytes) -> dict[str, tuple[str, str]]:
     return entries
 
 
-def commit_bytes(tree: str, parent: str | None, message: str, when: int) -> bytes:
+def commit_bytes(tree: str, parents: list[str], message: str, when: int) -> bytes:
     who = f"lmagent <lmagent@localhost> {when} +0000"
-    lines = [f"tree {tree}", *([f"parent {parent}"] if parent else [])]
+    lines = [f"tree {tree}", *(f"parent {parent}" for parent in parents)]
     lines += [f"author {who}", f"committer {who}", "", message, ""]
     return "\n".join(lines).encode()

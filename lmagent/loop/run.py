@@ -185,7 +185,11 @@ class AgentRun:
         self.final_result: dict | None = None
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
-            config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
+            config.workspace,
+            session.id,
+            agent_id,
+            lambda text: self.emit("status", message=text),
+            config.checkpoint_max_mb,
         )
         self.ctx = ToolContext(
             config=config,
