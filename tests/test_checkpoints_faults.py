@@ -321,6 +321,7 @@ def test_a_damaged_shadow_repository_heals_and_says_what_was_lost(workspace, llm
     assert listed.returncode == 0 and listed.stdout.startswith("1 ")
     assert ("cannot be restored" in listed.stdout) == history_lost
     assert "changed no files" not in listed.stdout
+    assert "MB on disk (cap 1000 MB, CHECKPOINT_MAX_MB)" in listed.stderr
 
     restored = cli(workspace, llm, "--restore", first, "1")
     if history_lost:

@@ -228,11 +228,12 @@ def undoing(args: argparse.Namespace) -> bool:
 
 def review_and_undo(args: argparse.Namespace, config) -> int:
     """--checkpoints, --undo and --restore: list or restore, then exit."""
-    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, checkpoint_size, restore
 
     try:
         if args.checkpoints is not None:
             print("\n".join(checkpoint_lines(config.workspace, args.checkpoints, args.json)))
+            print(checkpoint_size(config.workspace, config.checkpoint_max_mb), file=sys.stderr)
         elif args.undo is not None:
             print(restore(config.workspace, args.undo, None, args.force))
         else:

@@ -35,6 +35,13 @@ def checkpoint_lines(workspace: Path, session_id: str | None, as_json: bool = Fa
     return [step_line(step) + (lost if checkpoints.lost(step) else "") for step in steps]
 
 
+def checkpoint_size(workspace: Path, max_mb: int) -> str:
+    """How much disk the checkpoints take, and their cap."""
+    size = Checkpoints(workspace).repo.size() / 2**20
+    cap = f"cap {max_mb} MB, CHECKPOINT_MAX_MB" if max_mb else "no cap: CHECKPOINT_MAX_MB=0"
+    return f"checkpoints: {size:.1f} MB on disk ({cap})"
+
+
 def step_line(step: dict) -> str:
     when = str(step.get("time", ""))[:19].replace("T", " ")
     tool = step.get("tool", "?")
