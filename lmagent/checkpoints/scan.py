@@ -339,10 +339,12 @@ class Scanner:
             self.saved_at, self.cache_changed = time.monotonic(), False
 
     def close(self) -> None:
+        """Save the stat cache and let the watches go (the next look walks again)."""
         self.saved_at = 0.0
         self.save_cache()
         if self.watcher:
             self.watcher.close()
+        self.top, self.watcher = None, None
 
 
 def left_out(prefix: str, name: str) -> bool:

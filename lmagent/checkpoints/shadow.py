@@ -74,8 +74,9 @@ class _Shared:
         self.last: tuple[str, str] | None = None  # (commit, tree) of the last snapshot made here
 
 
-_SHARED: dict[Path, _Shared] = {}
+_SHARED: dict[Path, _Shared] = {}  # oldest first; each holds an inotify instance
 _SHARED_LOCK = threading.Lock()
+MAX_SHARED = 8  # workspaces watched at once by one process (inotify instances are few)
 
 
 class ShadowRepo:
@@ -98,8 +99,7 @@ class ShadowRepo:
             "GIT_WORK_TREE": str(self.home / "no-work-tree"),  # empty: git never sees the workspace
             "LC_ALL": "C",
         }
-        with _SHARED_LOCK:
-            self.shared = _SHARED.setdefault(self.workspace, _Shared(self))
+        self.shared = _shared_for(self)
 
     @property
     def store(self) -> ObjectStore:
@@ -345,6 +345,19 @@ class ShadowRepo:
                 apply(self.workspace, self.store, changes)
             finally:
                 self.store.close()
+
+
+def _shared_for(repo: ShadowRepo) -> _Shared:
+    """This process's state of the workspace, the most recently used last; the least recently
+    used beyond MAX_SHARED lets its watches go (it walks again if used again)."""
+    with _SHARED_LOCK:
+        shared = _SHARED.pop(repo.workspace, None) or _Shared(repo)
+        _SHARED[repo.workspace] = shared
+        while len(_SHARED) > MAX_SHARED:
+            oldest = _SHARED.pop(next(iter(_SHARED)))
+            with oldest.lock:
+                oldest.scanner.close()
+        return shared
 
 
 def _now() -> int:
