@@ -13,8 +13,9 @@ as the reference: its marginal step is measured the same way.
 
 Settings (environment): BENCH_STEPS_SIZES (default "1,10000,100000"), BENCH_STEPS_TOOLS
 (default "read,write,edit,shell"), BENCH_STEPS_BACKENDS (default "bwrap,docker"),
-BENCH_STEPS_REPS (default 3). The same file runs against an older checkout (the recorder's
-interface is unchanged), which is how the "before" column of RESULTS.md was measured.
+BENCH_STEPS_REPS (default 3). BENCH_STEPS_BASE names a checkout of an older commit: the same
+benchmark then runs first against its code (sizes BENCH_STEPS_BASE_SIZES, default "1,10000"),
+in the same run, and its figures are listed as "before" (the recorder's interface is the same).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -206,7 +208,7 @@ def run() -> dict:
     tools = setting("BENCH_STEPS_TOOLS", "read,write,edit,shell")
     backends = setting("BENCH_STEPS_BACKENDS", "bwrap,docker")
     reps = int(os.environ.get("BENCH_STEPS_REPS", "3"))
-    figures, notes = [], []
+    figures, notes = before_figures()
     with scripted_server_process("bench.bench_steps:turn", instant=True) as url:
         for size in sizes:
             with temp_workspace("lmagent-bench-steps-") as root:
@@ -236,6 +238,33 @@ def size_figures(root: Path, url: str, size: int, tools, backends, reps) -> list
                 value = round(bracket_ms, 1)
                 found.append(at_most(name, value, "ms", limit) if limit else figure(name, value))
     return found
+
+
+def before_figures() -> tuple[list[dict], list[str]]:
+    """The same benchmark on the older checkout BENCH_STEPS_BASE (none when unset)."""
+    base = os.environ.get("BENCH_STEPS_BASE")
+    if not base:
+        return [], []
+    shutil.copy(__file__, Path(base) / "bench" / "bench_steps.py")
+    name = ["git", "-C", base, "rev-parse", "--short", "HEAD"]
+    commit = subprocess.run(name, capture_output=True, text=True, check=True).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if k != "BENCH_STEPS_BASE"}
+    env.update(
+        PYTHONPATH=base,
+        BENCH_STEPS_MINI="0",
+        BENCH_STEPS_SIZES=os.environ.get("BENCH_STEPS_BASE_SIZES", "1,10000"),
+    )
+    code = "import json; from bench import bench_steps; print(json.dumps(bench_steps.run()))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=base, env=env, capture_output=True, text=True,
+        timeout=3600, check=True,
+    )  # fmt: skip
+    found = json.loads(done.stdout.splitlines()[-1])
+    figures = [
+        {**f, "name": f"before ({commit}): {f['name'].strip()}", "target": None, "met": None}
+        for f in found["figures"]
+    ]
+    return figures, [f"before ({commit}): {found['notes']}"]
 
 
 def mini_figures(reps: int) -> list[dict]:
