@@ -226,6 +226,12 @@ class Config:
         "80000",
         "estimated tokens that trigger compaction",
     )
+    checkpoint_max_mb: int = _setting(
+        "CHECKPOINT_MAX_MB",
+        _parse_number(int, 0),
+        "1000",
+        "checkpoints' disk cap in MB; the oldest sessions' histories go first (0 = none)",
+    )
     scheduler_poll_interval: float = _setting(
         "SCHEDULER_POLL_INTERVAL", _parse_number(float, 0.05), "60", "scheduler latency bound (s)"
     )

@@ -192,7 +192,11 @@ class AgentRun:
         self.outcome = Outcome()  # what this run did, for its ending
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
-            config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
+            config.workspace,
+            session.id,
+            agent_id,
+            lambda text: self.emit("status", message=text),
+            config.checkpoint_max_mb,
         )
         self.ctx = ToolContext(
             config=config,
