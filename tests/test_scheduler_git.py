@@ -19,7 +19,7 @@ from lmagent.scheduler.git_workspace import (
     push_result,
 )
 
-HOOKS = (
+HOOKS = (  # noqa: SIM905
     "applypatch-msg pre-applypatch post-applypatch pre-commit pre-merge-commit "
     "prepare-commit-msg commit-msg post-commit pre-rebase post-checkout post-merge pre-push "
     "pre-receive update proc-receive post-receive post-update reference-transaction "

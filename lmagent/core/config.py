@@ -119,7 +119,8 @@ def _parse_queue_url(name: str, raw: str) -> str:
     )
     parts = _split_url(name, raw, allowed)
     database = parts.path.strip("/")
-    redis_url = parts.scheme in ("redis", "rediss") and parts.hostname and (not database or database.isdigit())
+    redis_url = parts.scheme in ("redis", "rediss") and parts.hostname
+    redis_url = redis_url and (not database or database.isdigit())
     if value and not redis_url:
         raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}")
     return value
@@ -256,7 +257,7 @@ class Config:
         "QUEUE_WORKSPACE_ROOTS",
         _parse_paths,
         "",
-        "directories (:-separated) a queue worker accepts task workspaces under (blank = WORKSPACE)",
+        "directories (:-separated) a queue worker accepts task workspaces in (blank = WORKSPACE)",
     )
     sandbox_backend: str = _setting(
         "SANDBOX_BACKEND",
