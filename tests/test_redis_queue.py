@@ -370,11 +370,15 @@ def forged_jobs(connection, legit: dict, workspace: Path) -> dict[str, tuple[dic
     }
 
 
+def shared_config(tmp_path: Path, url: str):
+    """The config of a submitter on the shared workspace `tmp_path/shared` (made here)."""
+    (tmp_path / "shared").mkdir()
+    return queue_config(tmp_path / "shared", url)
+
+
 def a_queued_task(tmp_path: Path, url: str) -> tuple:
     """(config, connection, queue, job): a task as --submit queues it, on `tmp_path/shared`."""
-    workspace = tmp_path / "shared"
-    workspace.mkdir()
-    config = queue_config(workspace, url)
+    config = shared_config(tmp_path, url)
     connection = redis_queue.connect(url)
     queue = redis_queue.rq_queue(connection)
     job = redis_queue.enqueue(queue, redis_queue.task_payload(config, {"task": "x"}))
@@ -715,5 +719,79 @@ def test_a_task_of_a_killed_skewed_worker_is_taken_within_the_bound(
         taken = (datetime.fromisoformat(record["started"]) - killed).total_seconds()
         assert taken <= 1.5 * lease + 2, f"taken {taken:.1f} s after the kill"  # README's bound
         assert len(llm.requests) == 2
+    finally:
+        llm.stop()
+
+
+# --------------------------------------------------------------------------- the model server
+
+
+def test_tasks_stay_queued_while_the_model_server_is_down_and_run_when_it_is_back(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([DONE]).start()
+    llm.stop()  # the server is down, its URL known
+    try:
+        config = shared_config(tmp_path, redis_server.url)
+        workspace = config.workspace
+        workers(llm, "a")
+        log = tmp_path / "worker-a.log"
+        wait_for(lambda: "no model server answers at" in log.read_text(), 30, "the worker to say")
+        task_id = redis_queue.submit(config, {"task": "needs the model"})
+        time.sleep(3)  # a worker that took it would have failed it by now
+        info = redis_queue.status(config)
+        assert info["queued"] == [task_id] and outcomes(redis_server.url) == []
+        assert [n["url"] for n in info["waiting_for_model"]] == [llm.url]
+        shown = cli("--scheduler-status", "--queue", redis_server.url, WORKSPACE=str(workspace))
+        assert f"no model server answers at {llm.url}" in shown.stdout
+        assert log.read_text().count("no model server answers at") == 1  # said once
+        llm.start()
+        wait_for(lambda: outcomes(redis_server.url), 60, "the task to run")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        assert "answers again; taking tasks" in log.read_text()
+        assert redis_queue.status(config)["waiting_for_model"] == []
+    finally:
+        llm.stop()
+
+
+def test_a_task_whose_model_server_goes_away_mid_run_is_put_back_not_failed(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([text("working on it", delay=30), DONE]).start()
+    try:
+        config = shared_config(tmp_path, redis_server.url)
+        workspace = config.workspace
+        task_id = redis_queue.submit(config, {"task": "long"})
+        workers(llm, "a")
+        llm.wait_for_requests(1, timeout=30)
+        llm.stop()  # mid-reply
+        log = tmp_path / "worker-a.log"
+        wait_for(lambda: f"put {task_id} back on the queue" in log.read_text(), 30, "put back")
+        llm.start()
+        wait_for(lambda: outcomes(redis_server.url), 60, "the task to finish")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        job = redis_queue.rq_queue(redis_queue.connect(redis_server.url)).fetch_job(task_id)
+        assert job.retries_left == redis_queue.MAX_TRIES - 1  # no try spent
+        sessions = list((workspace / ".lmagent" / "sessions").glob("*.meta.json"))
+        assert len(sessions) == 1 and record["session_id"] in sessions[0].name  # resumed
+    finally:
+        llm.stop()
+
+
+def test_submit_says_how_many_workers_take_tasks(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([DONE]).start()
+    try:
+        args = ("--queue", redis_server.url, "--workspace", str(tmp_path))
+        later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+        done = cli("--submit", "report", "--not-before", later, *args)
+        assert "no worker takes tasks from" in done.stderr
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for_workers(queue_config(tmp_path, redis_server.url), 2)
+        done = cli("--submit", "report", "--not-before", later, *args)
+        assert f"2 workers take tasks from {redis_server.url}" in done.stderr
+        assert done.stdout.strip().startswith("task-")  # what scripts keep, alone on stdout
     finally:
         llm.stop()

@@ -143,6 +143,24 @@ def submit(config: Config, data: dict) -> str:
     return enqueue(queue, payload, not_before).id
 
 
+def who_takes_it(config: Config) -> str:
+    """How many workers take tasks from the queue (and how many wait for a model server)."""
+    from rq import Worker
+
+    connection = connect(config.scheduler_queue)
+    count = len(Worker.all(queue=rq_queue(connection)))
+    url = config.scheduler_queue
+    if not count:
+        return (
+            f"no worker takes tasks from {url}: start one with `agent_main.py --queue {url} "
+            "--scheduler`, or the task waits"
+        )
+    said = f"{count} workers take" if count > 1 else "1 worker takes"
+    said += f" tasks from {url}"
+    waiting = len(waiting_for_model(connection))
+    return said + (f" ({waiting} waiting for their model server)" if waiting else "")
+
+
 def summary(payload: dict) -> str:
     text = payload.get("task") or f"resume {payload.get('session_id')}"
     return " ".join(text.split())[:80]
