@@ -10,6 +10,7 @@ import os
 import pickle
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -795,3 +796,36 @@ def test_submit_says_how_many_workers_take_tasks(tmp_path, redis_server, workers
         assert done.stdout.strip().startswith("task-")  # what scripts keep, alone on stdout
     finally:
         llm.stop()
+
+
+def test_a_worker_with_embedded_starts_the_clis_embedded_server_and_stops_it(
+    tmp_path, redis_server
+):
+    from tests.realmodel_fixtures import need_model, need_module
+
+    need_module("xllamacpp")
+    need_model()
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, str(ROOT / "agent_main.py"), "--scheduler", "--embedded",
+             "--queue", redis_server.url, "--workspace", str(tmp_path)],
+            env=dict(os.environ, ENABLE_MCP="false"), cwd=ROOT, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            said = wait_for(
+                lambda: "taking tasks from" in (text := log.read_text()) and text, 120, "start"
+            )
+            url = said.split("embedded model ready at ")[1].split()[0]
+            time.sleep(2)  # it would say so now if it found no model server
+            assert "no model server answers" not in log.read_text()
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(60) == 0
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    port = int(url.rsplit(":", 1)[1])
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass  # the embedded server went with the worker
