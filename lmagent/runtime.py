@@ -178,7 +178,9 @@ class Runtime:
             f"model {model} at {self.config.llm_url} · context {window} · {calls}",
         ]
         if self.config.tool_set in ("compact", "tiny"):
-            lines.append(f"tool set {self.config.tool_set}: {', '.join(self.tool_set_names())}")
+            more = " (the others on demand)" if self.config.tool_set == "compact" else ""
+            names = ", ".join(self.tool_set_names())
+            lines.append(f"tool set {self.config.tool_set}: {names}{more}")
         unisolated = unisolated_warning(self.config)
         if unisolated:
             lines.append(f"warning: {unisolated}")

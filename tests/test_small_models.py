@@ -206,3 +206,14 @@ def test_code_instead_of_a_call_is_not_the_end(workspace):
     )
     assert result.status == "completed"
     assert "Nothing was done" in requests[1]["messages"][-1]["content"]
+
+
+def test_an_unreadable_attempted_call_is_a_format_error_not_the_end(workspace):
+    broken = '{{"name": "write", "arguments": {"path": "a.py", "content": "print("hi")"}}}'
+    fixed = '{"name": "write", "arguments": {"path": "a.py", "content": "print(\\"hi\\")"}}'
+    result, requests = blocked_run(
+        workspace, [text(broken), text(fixed), text("Written.\nTASK_COMPLETE")]
+    )
+    assert result.status == "completed"
+    assert "could not be read" in requests[1]["messages"][-1]["content"]
+    assert (workspace / "a.py").read_text() == 'print("hi")'

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lmagent.checkpoints.shadow import CheckpointError
+from lmagent.checkpoints.steps import Checkpoints
 from lmagent.loop.restore import RestoreRefused, latest_session, restore_session, steps_of
 from lmagent.sessions.store import SessionBusy, SessionNotFound
 
@@ -24,9 +25,14 @@ def checkpoint_lines(workspace: Path, session_id: str | None, as_json: bool = Fa
         steps = steps_of(workspace, session_id)
     if as_json:
         return [json.dumps(step, ensure_ascii=False) for step in steps]
+    checkpoints = Checkpoints(workspace)
     if not steps:
+        failures = checkpoints.failures(session_id)
+        if failures:
+            return [f"session {session_id}'s checkpoints could not be kept ({failures[-1]})"]
         return [f"session {session_id} changed no files: it has no checkpoints"]
-    return [step_line(step) for step in steps]
+    lost = "  (lost: the checkpoint history was damaged; this step cannot be restored)"
+    return [step_line(step) + (lost if checkpoints.lost(step) else "") for step in steps]
 
 
 def step_line(step: dict) -> str:

@@ -308,7 +308,8 @@ class Config:
         _parse_choice(*TOOL_SETS),
         "auto",
         "auto/full/compact/tiny: the tools offered (auto: compact below 8192 tokens of context; "
-        "tiny: files and shell only, and a task's first reply must call one)",
+        "compact: six core schemas, every other tool on demand; tiny: files and shell only, and "
+        "a task's first reply must call one)",
     )
 
     @classmethod

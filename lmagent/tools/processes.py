@@ -127,6 +127,8 @@ def stop_run_processes(ctx: ToolContext) -> list[dict]:
         stopped = sandbox.processes.stop_all(owner=owner(ctx))
     except ProcessError:
         return []  # the job server is gone, and with it every process
+    finally:
+        sandbox.sweep()  # from the host: nothing stopped or orphaned is left in the sandbox
     for process in stopped:
         _tell(ctx, process, "stopped")
     return [{"process_id": p["process_id"], "command": p["command"]} for p in stopped]
