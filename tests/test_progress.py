@@ -209,3 +209,14 @@ def test_a_background_start_is_in_the_ending(workspace, llm):
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
     assert "ran 1 command, started 1 background process (p1)" in last
+
+
+def test_the_summary_says_what_happened_before_what_did_not():
+    from lmagent.loop.outcome import Outcome
+
+    outcome = Outcome()
+    outcome.record("shell", {"command": "pytest"}, {"success": False, "exit_code": 1}, {})
+    outcome.record("shell", {"command": "rm x"}, {"success": False, "error": "denied"}, {})
+    assert outcome.summary() == "ran 1 command, no file changed"  # a denied call ran nothing
+    outcome.record("write", {"path": "b"}, {"success": True}, {"changed": ["b", "c", "d", "e"]})
+    assert outcome.summary() == "changed 4 files (b, c, d, …), ran 1 command"
