@@ -286,6 +286,10 @@ def serve(model: Path, port: int, n_ctx: int, threads: int, with_parent: bool = 
     params.use_jinja = True
     # a set of names in current xllamacpp (a plain str there would become {"e", "m", "b", "d"})
     params.model_alias = {MODEL_ALIAS} if isinstance(params.model_alias, set) else MODEL_ALIAS
+    # the server reports its reading of a prompt (return_progress) once per batch: batches of
+    # one micro-batch (512 tokens, llama.cpp's default) cost nothing on a CPU and give the
+    # progress bar a step per 512 tokens instead of one at the end of a 2,048-token batch
+    params.n_batch = params.n_ubatch
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_props = True
