@@ -101,7 +101,8 @@ def test_the_one_shot_cli_shows_one_updating_line_on_a_terminal(workspace, llm):
     llm.add(slow_answer())
     terminal = Terminal(["say hi"], cwd=workspace, env=cli_env(workspace, llm))
     try:
-        shown = terminal.expect("reading the prompt · ~")
+        llm.wait_for_requests(1, timeout=20)  # sent: the line is due within a second
+        shown = terminal.expect("reading the prompt · ~", timeout=1)
         assert "Hello there" not in shown
         later = terminal.expect("tokens · 2 s")
         assert "Hello there" not in later
@@ -119,7 +120,8 @@ def test_the_repl_shows_the_progress_line_over_a_pty(workspace, llm):
     try:
         terminal.expect("Type a task")
         terminal.type("say hi")
-        shown = terminal.expect("reading the prompt · ~")
+        llm.wait_for_requests(1, timeout=10)
+        shown = terminal.expect("reading the prompt · ~", timeout=1)
         assert "Hi from the REPL" not in shown
         terminal.expect("Hi from the REPL.")
         terminal.type("quit")
@@ -152,7 +154,8 @@ def test_the_web_chat_shows_the_progress_line_until_the_reply(tab, llm):  # noqa
     llm.add(slow_answer("Hi from the web.", progress=READING, progress_delay=1.0))
     tab.sign_in()
     tab.send("say hi")
-    tab.wait_text(".progress-line", "reading the prompt", timeout=2_000)
+    llm.wait_for_requests(1, timeout=10)
+    tab.wait_text(".progress-line", "reading the prompt", timeout=1_000)
     assert "Hi from the web" not in tab.assistant_text()
     tab.wait_text(".progress-line", "50% · 500/1,000 tokens")
     assert tab.page.is_visible(".progress-line progress")
@@ -206,3 +209,14 @@ def test_a_background_start_is_in_the_ending(workspace, llm):
     assert done.returncode == 0, done.stderr
     last = done.stdout.splitlines()[-1]
     assert "ran 1 command, started 1 background process (p1)" in last
+
+
+def test_the_summary_says_what_happened_before_what_did_not():
+    from lmagent.loop.outcome import Outcome
+
+    outcome = Outcome()
+    outcome.record("shell", {"command": "pytest"}, {"success": False, "exit_code": 1}, {})
+    outcome.record("shell", {"command": "rm x"}, {"success": False, "error": "denied"}, {})
+    assert outcome.summary() == "ran 1 command, no file changed"  # a denied call ran nothing
+    outcome.record("write", {"path": "b"}, {"success": True}, {"changed": ["b", "c", "d", "e"]})
+    assert outcome.summary() == "changed 4 files (b, c, d, …), ran 1 command"

@@ -41,6 +41,9 @@ def result_summary(result: object) -> str:
     if isinstance(result.get("matches"), list):
         names = [_match_name(match) for match in result["matches"]]
         return _counted(result.get("count", len(names)), "match", "matches", names)
+    if isinstance(result.get("process_id"), str) and "running" in result:
+        state = "running" if result["running"] else f"exited {result.get('exit_code')}"
+        return f"{clean(result['process_id'])} {state} in the background"
     if "total_lines" in result:
         return f"{result.get('path')}, lines {result.get('lines')} of {result['total_lines']}"
     return ""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 
 from lmagent.core.config import PERMISSION_MODES, VERSION, describe_settings
@@ -214,15 +213,11 @@ def with_embedded_model(args: argparse.Namespace, config) -> int:
     """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
     from lmagent.llm.embedded import EmbeddedError, embedded_config
 
-    def progress(text: str) -> None:
-        print(f"· {text}", file=sys.stderr, flush=True)
-
-    with contextlib.ExitStack() as stack:
-        try:
-            config = stack.enter_context(embedded_config(config, progress))
-        except EmbeddedError as exc:
-            raise CliError(str(exc)) from None
-        return run_front_end(args, config)
+    try:
+        with embedded_config(config) as config:
+            return run_front_end(args, config)
+    except EmbeddedError as exc:  # raised only while it starts
+        raise CliError(str(exc)) from None
 
 
 def undoing(args: argparse.Namespace) -> bool:
@@ -232,12 +227,14 @@ def undoing(args: argparse.Namespace) -> bool:
 def review_and_undo(args: argparse.Namespace, config) -> int:
     """--checkpoints, --undo and --restore: list or restore, then exit."""
     from lmagent.cli.display import escape
-    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, checkpoint_size, restore
 
     try:
         if args.checkpoints is not None:
             lines = checkpoint_lines(config.workspace, args.checkpoints, args.json)
-            print(escape("\n".join(lines)))  # file names are the model's to choose
+            # file names are the model's to choose; JSON lines are ASCII already
+            print("\n".join(lines) if args.json else escape("\n".join(lines)))
+            print(checkpoint_size(config.workspace, config.checkpoint_max_mb), file=sys.stderr)
         elif args.undo is not None:
             print(escape(restore(config.workspace, args.undo, None, args.force)))
         else:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import queue
+import select
 import signal
 import sys
 import threading
@@ -43,6 +46,7 @@ EXIT_CODES = {
 }
 ANSWERS = {"y": "allow", "yes": "allow", "allow": "allow", "a": "auto", "auto": "auto"}
 DECISIONS = ("allow", "deny", "auto")
+SHELL_HABITS = ("ls", "ll", "dir", "pwd", "cd", "whoami", "cat", "vim", "nano", "top", "git")
 PROGRESS_EVERY = 10.0  # seconds between two progress lines when output is not a terminal
 
 
@@ -91,6 +95,7 @@ class TerminalIO:
         self.progress_shown = False  # the updating progress line is on the screen
         self.progress_due = 0.0  # without a terminal: when the next progress line is printed
         self.asking = False  # a prompt is waiting for stdin (Ctrl+C must not wait for Enter)
+        self.answer_source: Callable[[], str] | None = None  # where answers come from meanwhile
         self.lock = threading.RLock()
 
     def write(self, text: str, colour: str = "") -> None:
@@ -189,11 +194,31 @@ class TerminalIO:
                 self.progress_due = float(event.get("elapsed") or 0) + PROGRESS_EVERY
                 self.line(f"· {progress_text(event)}", "dim")
 
+    def clear_screen(self) -> None:
+        """`clear` at the REPL: the terminal's own clear (nothing without a terminal)."""
+        if self.live:
+            with self.lock:
+                self.out.write("\x1b[H\x1b[2J\x1b[3J")
+                self.out.flush()
+
     def clear_progress(self) -> None:
         if self.progress_shown:
             self.progress_shown = False
             self.out.write("\r\x1b[2K")
             self.out.flush()
+
+    def on_process(self, event: dict) -> None:
+        """A background process started or ended: its id, and how to see or stop it."""
+        pid = event.get("process_id")
+        if event.get("state") == "running":
+            self.line(
+                f"{self._prefix(event)}· {pid} started in the background: {event.get('command')}"
+                f" (output: {event.get('log')}; /ps lists it, /kill {pid} stops it)",
+                "yellow",
+            )
+        else:
+            ended = f"{event.get('state')} (exit code {event.get('exit_code')})"
+            self.line(f"{self._prefix(event)}· {pid} {ended}", "yellow")
 
     def on_status(self, event: dict) -> None:
         self.line(f"{self._prefix(event)}· {event['message']}", "yellow")
@@ -230,10 +255,11 @@ class TerminalIO:
         return ANSWERS.get(answer.strip().lower(), "deny")
 
     def read_answer(self) -> str:
-        """One line of stdin ("" when it closed), marked as asked for meanwhile."""
+        """One line of stdin ("" when it closed), marked as asked for meanwhile; from the
+        REPL's reader of typed-ahead lines while one reads the terminal."""
         self.asking = True
         try:
-            return self.inp.readline()
+            return self.answer_source() if self.answer_source else self.inp.readline()
         finally:
             self.asking = False
 
@@ -391,6 +417,52 @@ def list_sessions(config: Config, as_json: bool = False, write: Callable | None 
     return 0
 
 
+class TypedAhead:
+    """While a REPL task runs at a terminal, the lines typed meanwhile: whole lines only (the
+    terminal hands them over at Enter, so nothing is taken from the prompt after the run), each
+    an answer to a permission prompt that waits, or else queued as the next task and shown so;
+    "/cancel" drops the queue."""
+
+    def __init__(self, io: TerminalIO, fd: int):
+        self.io = io
+        self.fd = fd
+        self.queued: list[str] = []
+        self.answers: queue.Queue[str] = queue.Queue()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._read, name="typed-ahead", daemon=True)
+
+    def __enter__(self) -> TypedAhead:
+        self.io.answer_source = self.answers.get
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.done.set()
+        self.thread.join(timeout=2)
+        self.io.answer_source = None
+
+    def _read(self) -> None:
+        while not self.done.is_set():
+            if not select.select([self.fd], [], [], 0.1)[0]:
+                continue
+            data = os.read(self.fd, 65536)
+            if not data:  # the terminal closed: a waiting prompt gets "" (deny)
+                self.answers.put("")
+                return
+            for line in data.decode(errors="replace").splitlines():
+                self.take(line.strip())
+
+    def take(self, line: str) -> None:
+        if self.io.asking:
+            self.answers.put(line + "\n")
+        elif line == "/cancel":
+            dropped, self.queued[:] = len(self.queued), []
+            self.io.line(f"· dropped {dropped} queued line(s)", "yellow")
+        elif line:
+            self.queued.append(line)
+            self.io.line(f"· queued: {line} (runs when this task ends; /cancel drops it)", "yellow")
+
+
 class Repl:
     """Interactive loop: each line continues the current session; slash commands as cmd_*."""
 
@@ -410,6 +482,8 @@ class Repl:
         self.stop: StopToken | None = None
         self.running = False  # a task of the REPL's own is running (the scheduler waits)
         self.scheduler: BackgroundScheduler | None = None
+        self.last_habit = ""  # a shell-like line held back once (typed again, it is sent)
+        self.queued: list[str] = []  # lines typed during a run, to handle next
 
     def loop(self) -> int:
         Workspace(self.config.workspace).ensure()
@@ -475,7 +549,11 @@ class Repl:
         return self.io.inp is sys.stdin and sys.stdin.isatty()
 
     def read_line(self) -> str | None:
-        """The next input line, or None at end of input."""
+        """The next input line (one typed during the last run first), or None at the end."""
+        if self.queued:
+            line = self.queued.pop(0)
+            self.io.line(f"{self.PROMPT}{line}  (queued)")
+            return line
         if self._interactive():
             try:
                 return input(self.PROMPT)
@@ -496,6 +574,8 @@ class Repl:
             return True
         if line in ("quit", "exit", "/quit", "/exit"):
             return False
+        if self.habit(line):
+            return True
         if line.startswith("/"):
             name, _, rest = line[1:].partition(" ")
             command = getattr(self, f"cmd_{name.lower()}", None) if name.lower() in NAMES else None
@@ -510,13 +590,35 @@ class Repl:
         self.run_task(line)
         return True
 
+    def habit(self, line: str) -> bool:
+        """A bare word typed out of habit is not a task: help and clear are done here; a shell
+        command (ls, pwd, cd ...) is sent to the model only when typed twice in a row."""
+        word = line.lower()
+        typed_twice, self.last_habit = self.last_habit == line, ""
+        if word in ("help", "?"):
+            self.cmd_help("")
+        elif word in ("clear", "cls", "reset"):
+            self.io.clear_screen()
+        elif word.split(" ", 1)[0] in SHELL_HABITS and len(word.split()) <= 2 and not typed_twice:
+            self.last_habit = line
+            self.io.line(
+                f"{line!r} looks like a shell command, so it was not sent to the agent. Ask in "
+                'words (e.g. "list the files here"), or type it again to send it as a task.',
+                "yellow",
+            )
+        else:
+            return False
+        return True
+
     def run_task(self, task: str) -> RunResult | None:
         """Run one task in the current session; Ctrl+C stops it and returns to the prompt."""
         self.stop = StopToken()
         gate = PermissionGate(self.mode, self.io.ask)
         self.running = True
+        typed = TypedAhead(self.io, sys.stdin.fileno()) if self._interactive() else None
         try:
-            with stop_on_signals(self.stop, self.io, (signal.SIGINT,)):
+            ahead = typed or contextlib.nullcontext()
+            with stop_on_signals(self.stop, self.io, (signal.SIGINT,)), ahead:
                 result = run_agent(
                     self.config,
                     task,
@@ -537,6 +639,7 @@ class Repl:
             return None
         finally:
             self.running = False
+            self.queued += typed.queued if typed else []
         self.plan_next = False
         self.session_id = result.session_id
         if result.status == "error":
@@ -549,7 +652,7 @@ class Repl:
         """Show the commands."""
         for line in help_lines():
             self.io.line(line)
-        self.io.line("quit, exit  leave the REPL")
+        self.io.line("quit, exit  leave the REPL; help and clear work without the slash")
 
     def cmd_sessions(self, arg: str) -> None:
         """List saved sessions."""

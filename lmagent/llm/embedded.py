@@ -250,9 +250,13 @@ def embedded_settings(config: Config, server_url: str) -> dict:
 
 
 @contextlib.contextmanager
-def embedded_config(config: Config, progress: Callable[[str], None]) -> Iterator[Config]:
+def embedded_config(
+    config: Config, progress: Callable[[str], None] | None = None
+) -> Iterator[Config]:
     """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
-    which is stopped when the block ends: --embedded for every front end."""
+    which is stopped when the block ends: --embedded for every front end. Its start-up is told
+    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start."""
+    progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
     server = EmbeddedServer(resolve_model(config.embedded_model, progress))
     server.start(progress=progress)
     try:
@@ -282,6 +286,10 @@ def serve(model: Path, port: int, n_ctx: int, threads: int, with_parent: bool = 
     params.use_jinja = True
     # a set of names in current xllamacpp (a plain str there would become {"e", "m", "b", "d"})
     params.model_alias = {MODEL_ALIAS} if isinstance(params.model_alias, set) else MODEL_ALIAS
+    # the server reports its reading of a prompt (return_progress) once per batch: batches of
+    # one micro-batch (512 tokens, llama.cpp's default) cost nothing on a CPU and give the
+    # progress bar a step per 512 tokens instead of one at the end of a 2,048-token batch
+    params.n_batch = params.n_ubatch
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_props = True

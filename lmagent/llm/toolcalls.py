@@ -34,7 +34,7 @@ _PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)(</parameter>|(?=<parameter=
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _TRAILING = re.compile(r"\s*[}\]]")
-_CALL_START = re.compile(r"""\{\s*["']?(?:name|function)["']?\s*:\s*["']([^"']+)""")
+_CALL_START = re.compile(r"""\{+\s*["']?(?:name|function)["']?\s*:\s*["']([^"']+)""")
 MAX_NESTING = 100  # levels of objects and lists a call's arguments may nest
 FORMAT_HINT = (
     'Write exactly one call per block: <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call> '

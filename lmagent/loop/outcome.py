@@ -40,27 +40,23 @@ class Outcome:
     def summary(self) -> str:
         if not self.tools:
             return "answered without using any tool: no file changed, no command run"
-        parts = [self._files(), self._commands()]
+        done, not_done = [], []  # what happened first, then what did not
+        if self.files:
+            names = ", ".join(self.files[:NAMES_SHOWN]) + (", …" if len(self.files) > 3 else "")
+            done.append(f"changed {_counted(len(self.files), 'file', 's')} ({names})")
+        else:
+            not_done.append("no file changed")
+        if self.commands:
+            done.append(f"ran {_counted(len(self.commands), 'command', 's')}")
+        else:
+            not_done.append("no command run")
         if self.processes:
-            parts.append(_counted(len(self.processes), "background process", "es"))
-            parts[-1] = f"started {parts[-1]} ({', '.join(self.processes)})"
-        if not self.files and not self.commands:
+            started = _counted(len(self.processes), "background process", "es")
+            done.append(f"started {started} ({', '.join(self.processes)})")
+        if not done:
             used = ", ".join(dict.fromkeys(self.tools))
-            parts.insert(0, f"used {_counted(len(self.tools), 'tool call', 's')} ({used})")
-        return ", ".join(parts)
-
-    def _files(self) -> str:
-        if not self.files:
-            return "no file changed"
-        names = ", ".join(self.files[:NAMES_SHOWN]) + (", …" if len(self.files) > 3 else "")
-        return f"changed {_counted(len(self.files), 'file', 's')} ({names})"
-
-    def _commands(self) -> str:
-        return (
-            f"ran {_counted(len(self.commands), 'command', 's')}"
-            if self.commands
-            else ("no command run")
-        )
+            done.append(f"used {_counted(len(self.tools), 'tool call', 's')} ({used})")
+        return ", ".join(done + not_done)
 
 
 def _counted(count: int, one: str, plural: str) -> str:

@@ -1,9 +1,11 @@
 """The one toolset builder: what every agent and sub-agent is offered.
 
 The built-in tools (files, state, shell, git), the process's extra tools (MCP servers', vision),
-and the sub-agent tools the agent may use at its depth; fewer by TOOL_SET: a compact set when
-the model's context window is small, the tiny set for tiny models (a long list of tools makes
-them pick at random). A new built-in tool is listed here, in the module of its kind's list.
+and the sub-agent tools the agent may use at its depth. TOOL_SET=compact (also auto when the
+model's context window is small) sends the schemas of a few core tools and keeps the others on
+demand (named in the prompt, run when called); tiny keeps only files and shell for tiny models
+(a long list of tools makes them pick at random). A new built-in tool is listed here, in the
+module of its kind's list.
 """
 
 from __future__ import annotations

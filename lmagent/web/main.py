@@ -5,7 +5,6 @@ address, the port and the PIN.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -66,16 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         return serve(config)
     from lmagent.llm.embedded import EmbeddedError, embedded_config
 
-    def progress(text: str) -> None:
-        print(f"· {text}", file=sys.stderr, flush=True)
-
-    with contextlib.ExitStack() as stack:
-        try:
-            config = stack.enter_context(embedded_config(config, progress))
-        except EmbeddedError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        return serve(config)
+    try:
+        with embedded_config(config) as config:
+            return serve(config)
+    except EmbeddedError as exc:  # raised only while it starts
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def serve(config: Config) -> int:
