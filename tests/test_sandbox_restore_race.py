@@ -88,7 +88,8 @@ class Survivor:
 
 @pytest.fixture(params=["docker", "bwrap"])
 def raced(request, make_sandbox, sandbox_image, tmp_path, llm):
-    """(workspace, host folder, session id, backend) with the swapper alive on `d`."""
+    """(workspace, host folder, session id, backend, the host folder's state) with the swapper
+    alive on `d`; after the test the host folder must still be as it was."""
     backend = request.param
     workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
     workspace.mkdir()
@@ -106,17 +107,21 @@ def raced(request, make_sandbox, sandbox_image, tmp_path, llm):
     before = _host_state(host)
     survivor = Survivor(backend, workspace, host, make_sandbox, sandbox_image)
     try:
-        yield workspace, host, session_id, backend
+        yield workspace, host, session_id, backend, before
     finally:
         survivor.close()
-    changed = _host_state(host) != before
-    print(f"\n  {backend}: writes outside the workspace: {'some' if changed else 0}")
-    assert not changed, "a restore wrote outside the workspace"
+    assert _host_state(host) == before, "a restore wrote outside the workspace"
 
 
-def report(backend: str, front_end: str, attempts: int, host: Path) -> None:
-    print(f"\n  {backend}/{front_end}: {attempts} restore attempts, the first with the swapper")
-    print(f"  alive; swappers alive after them: {len(swappers(host))}")
+def report(raced, front_end: str, attempts: int) -> None:
+    """Check the host folder; one line for the attack summary."""
+    _, host, _, backend, before = raced
+    assert _host_state(host) == before, "a restore wrote outside the workspace"
+    left = len(swappers(host))
+    print(
+        f"{backend}/{front_end}: {attempts} restore attempts (the first with the swapper alive): "
+        f"0 writes outside the workspace, {left} swappers left"
+    )
 
 
 def first_through_the_cli(workspace: Path, llm, sandbox_image: str, *args: str) -> None:
@@ -137,31 +142,31 @@ def put_d_back(workspace: Path) -> None:
 
 @pytest.mark.parametrize("attempts", [ATTEMPTS])
 def test_undo_stops_the_survivor_before_writing(raced, attempts, llm, sandbox_image):
-    workspace, host, session_id, backend = raced
+    workspace, host, session_id, *_ = raced
     assert swappers(host)
     first_through_the_cli(workspace, llm, sandbox_image, "--undo", session_id)
     assert swappers(host) == []
     put_d_back(workspace)
     for _ in range(attempts - 1):
         cli_restore(workspace, session_id, None, True)
-    report(backend, "--undo", attempts, host)
+    report(raced, "--undo", attempts)
 
 
 @pytest.mark.parametrize("attempts", [ATTEMPTS])
 def test_restore_stops_the_survivor_before_writing(raced, attempts, llm, sandbox_image):
-    workspace, host, session_id, backend = raced
+    workspace, host, session_id, *_ = raced
     assert swappers(host)
     first_through_the_cli(workspace, llm, sandbox_image, "--restore", session_id, "2")
     assert swappers(host) == []
     put_d_back(workspace)
     for n in range(1, attempts):
         cli_restore(workspace, session_id, 2 - n % 2, True)  # to before step 1, then 2, ...
-    report(backend, "--restore", attempts, host)
+    report(raced, "--restore", attempts)
 
 
 @pytest.mark.parametrize("attempts", [ATTEMPTS])
 def test_web_restore_stops_the_survivor_before_writing(raced, attempts, llm, sandbox_image):
-    workspace, host, session_id, backend = raced
+    workspace, host, session_id, backend, _ = raced
     config = make_config(workspace, llm, sandbox_backend=backend, sandbox_image=sandbox_image)
     assert swappers(host)
     with WebHarness(config) as web:
@@ -176,4 +181,4 @@ def test_web_restore_stops_the_survivor_before_writing(raced, attempts, llm, san
                 put_d_back(workspace)
             else:
                 assert done.status_code == 200, done.text
-    report(backend, "web restore", attempts, host)
+    report(raced, "web restore", attempts)

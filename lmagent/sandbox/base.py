@@ -8,6 +8,7 @@ The public names are re-exported by ``sandboxed_shell``; import them from there.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -316,8 +317,9 @@ class RunnerSandbox:
         """Hook: kill a runner and everything it started, from the host."""
         kill_trees({channel.host_pid})
 
-    def _after_loss(self) -> None:
-        """Hook: a runner or job server died or was killed; leave nothing it started."""
+    def _after_loss(self, pid: int | None = None) -> None:
+        """Hook: a runner or job server (host `pid`, if known) died or was killed; leave
+        nothing it started."""
 
     def sweep(self) -> list[str]:
         """Hook: from the host, kill what no runner of the sandbox would (Docker: stopped
@@ -357,9 +359,10 @@ class RunnerSandbox:
                 "process it had started"
             )
             self._kill_runner(channel)
-            self._after_loss()
+            self._after_loss(channel.host_pid)
 
-        self.watcher.watch(channel.host_pid, stopped, on_gone=self._after_loss)
+        gone = functools.partial(self._after_loss, channel.host_pid)
+        self.watcher.watch(channel.host_pid, stopped, on_gone=gone)
 
     def _base_env(self) -> dict[str, str]:
         return {"PATH": SYSTEM_PATH}
@@ -573,7 +576,7 @@ class RunnerSandbox:
     def _lost(self, channel: Channel) -> None:
         """A runner that died or stopped answering: close it, and leave nothing it started."""
         self._discard(channel)
-        self._after_loss()
+        self._after_loss(channel.host_pid)
 
     def _discard(self, channel: Channel) -> None:
         self.watcher.forget(channel.host_pid)
@@ -752,9 +755,10 @@ class Processes:
 
         def stopped() -> None:
             kill_trees({host_pid})
-            self.sandbox._after_loss()
+            self.sandbox._after_loss(host_pid)
 
-        self.sandbox.watcher.watch(host_pid, stopped, on_gone=self.sandbox._after_loss)
+        gone = functools.partial(self.sandbox._after_loss, host_pid)
+        self.sandbox.watcher.watch(host_pid, stopped, on_gone=gone)
 
     def _drop(self) -> None:
         self.sandbox.watcher.forget(self._server_pid)

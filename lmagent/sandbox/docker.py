@@ -293,7 +293,11 @@ class DockerSandbox(RunnerSandbox):
         except DockerException:
             return None
 
-    def _after_loss(self) -> None:
+    def _after_loss(self, pid: int | None = None) -> None:
+        """Once the lost process has exited (the host may see its end of the socket close
+        before the kernel hands its children to the container's init), sweep the container."""
+        if pid:
+            still_alive({pid})
         self.sweep()
 
     def sweep(self) -> list[str]:
