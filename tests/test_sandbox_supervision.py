@@ -94,8 +94,9 @@ def test_a_command_that_stops_or_kills_its_runner_leaves_nothing(sandbox, how):
     print(f"{sandbox.name}/{how}: {ATTACKS} attempts, 0 survivors")
 
 
-def test_a_background_command_that_stops_the_job_server_leaves_nothing(sandbox):
-    attack = f"echo started; {SURVIVOR.format(n=8102)}; kill -STOP {JOB_SERVER}; sleep 8103"
+@pytest.mark.parametrize("how", ["kill -STOP", "kill -9"])
+def test_a_background_command_that_stops_or_kills_the_job_server_leaves_nothing(sandbox, how):
+    attack = f"echo started; {SURVIVOR.format(n=8102)}; {how} {JOB_SERVER}; sleep 8103"
     assert sandbox.processes.start(attack)["output"] == "started\n"
     markers = ("sleep 8102", "sleep 8103")
     assert none_left(sandbox, *markers, patience=5) == []
