@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lmagent.cli.undo import RestoreFailed
 from lmagent.cli.undo import restore as cli_restore
 from lmagent.loop.run import run_agent
 from lmagent.sandbox.select import quiesce
@@ -182,3 +183,19 @@ def test_web_restore_stops_the_survivor_before_writing(raced, attempts, llm, san
             else:
                 assert done.status_code == 200, done.text
     report(raced, "web restore", attempts)
+
+
+def test_a_restore_that_cannot_check_the_container_is_refused(
+    make_sandbox, workspace, llm, monkeypatch
+):
+    """Docker is configured but its engine does not answer while containers run: the host
+    cannot tell what lives in the workspace's container, so it does not restore."""
+    make_sandbox("docker", workspace=workspace).run("true")  # a container runs
+    llm.add(tool_call("write", {"path": "a.txt", "content": "one\n"}), text("TASK_COMPLETE"))
+    session_id = run_agent(make_config(workspace, llm), "write a.txt").session_id
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{workspace}/no-engine.sock")
+    with pytest.raises(RestoreFailed) as refused:
+        cli_restore(workspace, session_id, None, False)
+    assert str(refused.value).startswith("cannot make sure no sandboxed process is running: ")
+    assert "Docker" in str(refused.value)
+    assert (workspace / "a.txt").read_text() == "one\n"

@@ -45,6 +45,7 @@ from lmagent.sandbox.supervise import (
     STOPPED_STATES,
     HostProcess,
     cgroup_members,
+    container_processes_exist,
     kill_trees,
     processes_of,
     signal_quietly,
@@ -361,7 +362,12 @@ def quiesce_container(workspace: Path) -> list[str]:
     No engine or no container: nothing to do. Raises SandboxUnavailable when it cannot."""
     if docker is None or not docker_engine_expected():
         return []
-    client = docker_client()  # raises when an engine should answer but does not
+    try:
+        client = docker_client()
+    except SandboxUnavailable:
+        if not container_processes_exist():  # no engine answers, and no container runs
+            return []
+        raise
     try:
         container = client.containers.get(container_name(workspace))
     except NotFound:

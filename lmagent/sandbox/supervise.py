@@ -145,6 +145,19 @@ def cgroup_members(pid: int) -> set[int] | None:
     return None
 
 
+def container_processes_exist() -> bool:
+    """Whether any host process is in a Docker container's cgroup (checked when no engine
+    answers: its containers may still run)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cgroup", "rb") as handle:
+                if b"docker" in handle.read():
+                    return True
+        except OSError:
+            continue
+    return False
+
+
 def processes_of(pids: set[int]) -> dict[int, HostProcess]:
     """host_process() of each of `pids` still there."""
     found = {pid: host_process(pid) for pid in pids}
