@@ -94,6 +94,19 @@ def test_a_command_that_stops_or_kills_its_runner_leaves_nothing(sandbox, how):
     print(f"{sandbox.name}/{how}: {ATTACKS} attempts, 0 survivors")
 
 
+def test_commands_cannot_look_into_the_runner_or_the_job_server(sandbox):
+    """Not dumpable (and ptrace refused): their descriptors, memory and environment are closed
+    to commands of the same uid."""
+    sandbox.processes.start("sleep 8150")
+    find = "grep -lx lmagent-jobs /proc/[0-9]*/comm | cut -d/ -f3"
+    job_server = sandbox.run(find).output.strip()
+    assert job_server.isdigit(), job_server
+    for target in ("$PPID", job_server):
+        for look in ("readlink /proc/{}/fd/0", "cat /proc/{}/environ", "head -c1 /proc/{}/mem"):
+            result = sandbox.run(look.format(target))
+            assert result.exit_code != 0, (look, result)
+
+
 @pytest.mark.parametrize("how", ["kill -STOP", "kill -9"])
 def test_a_background_command_that_stops_or_kills_the_job_server_leaves_nothing(sandbox, how):
     attack = f"echo started; {SURVIVOR.format(n=8102)}; {how} {JOB_SERVER}; sleep 8103"
