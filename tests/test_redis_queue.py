@@ -228,6 +228,14 @@ def test_an_unreachable_queue_is_one_line_and_exit_1(tmp_path):
         assert f"cannot reach the queue at {url}" in done.stderr
 
 
+def test_a_queue_password_is_never_printed(tmp_path):
+    url = f"rediss://lm:s3cret@127.0.0.1:{free_port()}/0"
+    for args in (("--submit", "hello"), ("--scheduler-status",), ("--scheduler",)):
+        done = cli(*args, "--queue", url, WORKSPACE=str(tmp_path))
+        assert done.returncode == 1
+        assert "rediss://lm:***@127.0.0.1" in done.stderr and "s3cret" not in done.stderr
+
+
 def test_a_wrong_queue_url_names_the_setting(tmp_path):
     done = cli("--submit", "hello", "--queue", "http://localhost:6379", WORKSPACE=str(tmp_path))
     assert done.returncode == 1

@@ -55,6 +55,7 @@ from lmagent.scheduler.redis_queue import (
     queue_time,
     record_outcome,
     rq_queue,
+    shown,
 )
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore, new_session_id
 from lmagent.sessions.waiting import parse_time
@@ -472,7 +473,7 @@ def run_worker(config: Config, log: Callable[[str], None], stop: StopToken) -> N
     while not stop.stopped:
         worker = AgentWorker(config, connection, log, stop)
         ACTIVE = worker
-        log(f"worker {worker.name}: taking tasks from {config.scheduler_queue}")
+        log(f"worker {worker.name}: taking tasks from {shown(config.scheduler_queue)}")
         try:
             worker.work(with_scheduler=True, logging_level="WARNING")
         except QueueError as exc:
