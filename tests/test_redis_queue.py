@@ -430,25 +430,35 @@ def test_forged_and_undecodable_jobs_are_refused_once_and_never_acted_on(
         llm.stop()
 
 
-def test_an_abandoned_job_with_a_forged_callback_is_retried_without_calling_it(
+def test_jobs_planted_where_rqs_maintenance_looks_are_refused_without_calling_anything(
     tmp_path, redis_server, workers
 ):
-    """RQ's cleanup of a job whose worker died calls its failure callback: a job written
-    straight into the started-job registry must not make a worker import anything."""
+    """RQ's cleanup fetches the jobs in the started-job registry (calling the failure callback
+    of one whose worker died) and in the list of taken jobs: jobs written straight there must
+    not make a worker import anything, nor crash it."""
     llm = ScriptedLLM([DONE]).start()
     try:
         _, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
         connection.lrem(queue.key, 1, job.id)
+        legit = {k.decode(): v for k, v in connection.hgetall(f"rq:job:{job.id}").items()}
         connection.hset(
             f"rq:job:{job.id}", mapping={"status": "started", "failure_callback_name": FORGED}
         )
-        connection.zadd(f"rq:wip:{redis_queue.QUEUE_NAME}", {f"{job.id}:forged": 1})
+        garbled, pickled = redis_queue.new_task_id(), redis_queue.new_task_id()
+        connection.hset(f"rq:job:{garbled}", mapping={**legit, "retries_left": "many"})
+        connection.hset(f"rq:job:{pickled}", mapping={**legit, "data": pickle.dumps(("x",))})
+        started = f"rq:wip:{redis_queue.QUEUE_NAME}"
+        connection.zadd(started, {f"{job.id}:forged": 1, f"{garbled}:forged": 1})
+        connection.rpush(f"{queue.key}:intermediate", pickled)
         worker = workers(llm, "a")
-        wait_for(lambda: outcomes(redis_server.url), 40, "the retried job to be refused")
-        (record,) = outcomes(redis_server.url)
-        assert (record["task_id"], record["status"]) == (job.id, "refused")
-        assert "failure_callback_name" in record["error"]
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 3, 40, "the three refused")
+        records = {r["task_id"]: r for r in outcomes(redis_server.url)}
+        assert {records[i]["status"] for i in (job.id, garbled, pickled)} == {"refused"}
+        assert "failure_callback_name" in records[job.id]["error"]
+        assert "its fields cannot be decoded (ValueError" in records[garbled]["error"]
         assert not (worker.root / "callback-ran").exists()
+        said = (tmp_path / "worker-a.log").read_text()
+        assert said.count("taking tasks from") == 1 and "Traceback" not in said  # no restart
     finally:
         llm.stop()
 

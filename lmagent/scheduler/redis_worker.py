@@ -134,6 +134,7 @@ class AgentWorker(SimpleWorker):
         """RQ's maintenance (one worker at a time), on Redis's clock."""
         for queue in self.queues:
             if queue.acquire_maintenance_lock():
+                self.queue_class.refuse_planted(queue)
                 clean_registries(self, queue)
                 queue.release_maintenance_lock()
         self.last_cleaned_at = now()
