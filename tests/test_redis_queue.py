@@ -385,6 +385,10 @@ def shared_config(tmp_path: Path, url: str):
     return queue_config(tmp_path / "shared", url)
 
 
+def soon(seconds: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
 def a_queued_task(tmp_path: Path, url: str) -> tuple:
     """(config, connection, queue, job): a task as --submit queues it, on `tmp_path/shared`."""
     config = shared_config(tmp_path, url)
@@ -438,7 +442,7 @@ def test_jobs_planted_where_rqs_maintenance_looks_are_refused_without_calling_an
     not make a worker import anything, nor crash it."""
     llm = ScriptedLLM([DONE]).start()
     try:
-        _, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
+        config, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
         connection.lrem(queue.key, 1, job.id)
         legit = {k.decode(): v for k, v in connection.hgetall(f"rq:job:{job.id}").items()}
         connection.hset(
@@ -450,10 +454,16 @@ def test_jobs_planted_where_rqs_maintenance_looks_are_refused_without_calling_an
         started = f"rq:wip:{redis_queue.QUEUE_NAME}"
         connection.zadd(started, {f"{job.id}:forged": 1, f"{garbled}:forged": 1})
         connection.rpush(f"{queue.key}:intermediate", pickled)
+        due = redis_queue.new_task_id()
+        connection.hset(f"rq:job:{due}", mapping={**legit, "created_at": "yesterday"})
+        connection.zadd(f"rq:scheduled:{redis_queue.QUEUE_NAME}", {due: 1})
         worker = workers(llm, "a")
-        wait_for(lambda: len(outcomes(redis_server.url)) >= 3, 40, "the three refused")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four refused")
+        later = redis_queue.submit(config, {"task": "after them", "not_before": soon(2)})
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 5, 40, "a scheduled task to run")
         records = {r["task_id"]: r for r in outcomes(redis_server.url)}
-        assert {records[i]["status"] for i in (job.id, garbled, pickled)} == {"refused"}
+        assert {records[i]["status"] for i in (job.id, garbled, pickled, due)} == {"refused"}
+        assert records[later]["status"] == STATUS_COMPLETED  # RQ's scheduler still works
         assert "failure_callback_name" in records[job.id]["error"]
         assert "its fields cannot be decoded (ValueError" in records[garbled]["error"]
         assert not (worker.root / "callback-ran").exists()

@@ -24,6 +24,7 @@ from rq.serializers import JSONSerializer
 from lmagent.scheduler.queue_clock import (
     QueueClockIntermediateQueue,
     QueueClockJob,
+    QueueClockScheduler,
     QueueClockStartedJobRegistry,
 )
 from lmagent.scheduler.redis_queue import (
@@ -141,6 +142,23 @@ def reject(connection, queue_key: str, job_id: str, problem: str, worker: str) -
         pipeline.execute()
     record = {"task_id": job_id[:200], "status": "refused", "worker": worker, "error": problem}
     record_outcome(connection, record)
+
+
+class CheckedScheduler(QueueClockScheduler):
+    """RQ's scheduler on Redis's clock, refusing (as `checked` does) a due job that is not a
+    task before RQ fetches it: a garbled one would end the scheduler's thread."""
+
+    checked: type[CheckedQueue] = CheckedQueue  # the worker's, naming it
+
+    def enqueue_scheduled_jobs(self) -> None:
+        if not self._scheduled_job_registries and self._acquired_locks:
+            self.prepare_registries()
+        for registry in self._scheduled_job_registries:
+            queue_key = Queue.redis_queue_namespace_prefix + registry.name
+            for job_id in registry.get_jobs_to_schedule():
+                if self.checked.refused(self.connection, queue_key, job_id):
+                    registry.remove(job_id)
+        super().enqueue_scheduled_jobs()
 
 
 def checked_queue(worker: str, say: Callable[[str], None]) -> type[CheckedQueue]:

@@ -41,10 +41,9 @@ from lmagent.loop.permissions import PermissionGate
 from lmagent.scheduler.queue_clock import (
     QueueClockIntermediateQueue,
     QueueClockJob,
-    QueueClockScheduler,
     clean_registries,
 )
-from lmagent.scheduler.queue_guard import checked_queue
+from lmagent.scheduler.queue_guard import CheckedScheduler, checked_queue
 from lmagent.scheduler.redis_queue import (
     MAX_TRIES,
     QUEUE_NAME,
@@ -120,7 +119,7 @@ class AgentWorker(SimpleWorker):
     def _start_scheduler(self, burst, logging_level, date_format, log_format) -> None:
         """RQ's scheduler, on Redis's clock, started when this worker takes its lock (this
         worker never runs in burst mode)."""
-        self.scheduler = QueueClockScheduler(
+        self.scheduler = CheckedScheduler(
             self.queues,
             connection=self.connection,
             logging_level=logging_level,
@@ -128,6 +127,7 @@ class AgentWorker(SimpleWorker):
             log_format=log_format,
             serializer=self.serializer,
         )
+        self.scheduler.checked = self.queue_class
         self.scheduler.acquire_locks(auto_start=True)
 
     def clean_registries(self) -> None:
