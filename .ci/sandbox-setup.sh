@@ -25,7 +25,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 image="${SANDBOX_IMAGE:-lmagent-sandbox:latest}"
-if ! docker image inspect "$image" >/dev/null 2>&1; then
+# (re)build when the image is missing or older than today's package list (python, gcc, pytest)
+if ! docker run --rm --network none "$image" sh -c 'command -v python && command -v gcc && command -v pytest' >/dev/null 2>&1; then
     echo "sandbox-setup: building $image"
     python sandboxed_shell.py --build
 fi

@@ -122,6 +122,7 @@ class Runtime:
         """A client for one run; a blank LLM_MODEL means the model the server has loaded."""
         client = LLMClient(self.config, model=self.config.llm_model or self.model.model_id)
         client.dropped_params |= unsent_at_start(self.model.supports_tools)
+        self.tool_mode = choose_tool_mode(self.config, self.model)  # a run may have learned
         client.tool_mode = self.tool_mode.mode
         return client
 
@@ -171,13 +172,15 @@ class Runtime:
         model = self.config.llm_model or self.model.model_id or "(the server's loaded model)"
         window = f"{self.context_length} tokens" if self.context_length else "unknown"
         permission = f" · permission mode {mode}" if mode else ""
+        calls = self.tool_mode.describe() if self.model.reachable else "tool calls: not known yet"
         lines = [
             f"workspace {self.config.workspace} · sandbox {self.sandbox_description()}{permission}",
-            f"model {model} at {self.config.llm_url} · context {window} · "
-            + self.tool_mode.describe(),
+            f"model {model} at {self.config.llm_url} · context {window} · {calls}",
         ]
         if self.config.tool_set in ("compact", "tiny"):
-            lines.append(f"tool set {self.config.tool_set}: {', '.join(self.tool_set_names())}")
+            more = " (the others on demand)" if self.config.tool_set == "compact" else ""
+            names = ", ".join(self.tool_set_names())
+            lines.append(f"tool set {self.config.tool_set}: {names}{more}")
         unisolated = unisolated_warning(self.config)
         if unisolated:
             lines.append(f"warning: {unisolated}")

@@ -48,6 +48,9 @@ Errors
     ``status``          any HTTP status; ``body`` is sent as JSON (dict/list) or text (str;
                         JSON content type when the string parses as JSON).  ``headers``
                         adds response headers (e.g. ``Retry-After``).
+    ``progress``        llama.cpp's prompt progress, streamed before the reply when the request
+                        sets ``return_progress``: a list of ``{"total", "cache", "processed",
+                        "time_ms"}``, one chunk each, ``progress_delay`` seconds apart (default 0.5)
 Any turn
     ``delay``           seconds to wait before replying (added to the server's ``delay``)
     ``chunk_delay``     seconds to wait between stream chunks (default: server's)
@@ -154,6 +157,8 @@ _TURN_KEYS = frozenset(
         "headers",
         "delay",
         "chunk_delay",
+        "progress",
+        "progress_delay",
         "expect",
     }
 )
@@ -837,6 +842,21 @@ class ScriptedLLM:
         else:
             self._complete(handler, turn, model, cid, created, calls, usage)
 
+    def _progress(self, handler, turn, ident) -> None:
+        """llama.cpp's progress chunks: an empty delta and `prompt_progress`."""
+        model, cid, created = ident
+        for progress in turn.get("progress") or ():
+            chunk = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": None}],
+                "prompt_progress": progress,
+            }
+            handler.write_chunk(b"data: " + _json(chunk) + b"\n\n")
+            self._wait(handler, turn.get("progress_delay", 0.5))
+
     @staticmethod
     def tool_calls_of(turn: dict[str, Any], index: int) -> list[dict[str, str]]:
         """The calls of a turn, normalised: id, name and arguments as a JSON string."""
@@ -930,6 +950,8 @@ class ScriptedLLM:
         if drop_after is not None:
             handler.send_header("Connection", "close")
         handler.end_headers()
+        if body.get("return_progress"):
+            self._progress(handler, turn, (model, cid, created))
         for n, ev in enumerate(events):
             if n and chunk_delay > 0:
                 self._wait(handler, chunk_delay)

@@ -160,6 +160,31 @@ def test_an_outcome_left_beside_its_task_is_recorded_once_and_the_task_moved_on(
     assert llm.requests == []  # not run again
 
 
+@pytest.mark.parametrize("attempt", [0, 2], ids=["first try", "last try"])
+def test_a_run_that_ended_before_its_outcome_was_recorded_is_recorded_not_run_again(
+    workspace, llm, background, attempt
+):
+    """Killed after the run wrote its ending, before the outcome: the session's ending is the
+    outcome (before, it was run again, or failed while its session said completed)."""
+    paths, name = claimed_task(workspace, "finished just before the kill", attempt=attempt)
+    session = SessionStore(workspace).create("finished just before the kill", source="scheduler")
+    session.save_meta(status="completed")
+    session.close()
+    paths.marker(name).write_text(session.id)
+
+    background()
+    wait_for(lambda: files(paths.done), what="the task to move on")
+    ((record,),) = outcomes(workspace).values()
+    assert (record["status"], record["outcome"], record["session_id"]) == (
+        "completed",
+        "done",
+        session.id,
+    )
+    assert SessionStore(workspace).list()[0]["status"] == "completed"
+    assert llm.requests == []  # not run again
+    assert_nothing_left_behind(workspace)
+
+
 def test_files_left_beside_no_task_are_removed(workspace, llm, background):
     paths = Paths(workspace)
     paths.ensure()

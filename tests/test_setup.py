@@ -38,10 +38,12 @@ def test_loaded_context_window_is_read_and_shapes_the_run(workspace):
 def test_a_small_window_gets_the_compact_tool_set_and_warnings(workspace):
     with ScriptedLLM(models=[lmstudio(context=2048)]) as server:
         runtime = Runtime(make_config(workspace, server, enable_mcp=False)).start()
-        names = runtime.toolset().names()
+        toolset = runtime.toolset()
+        offered = {schema["function"]["name"] for schema in toolset.schemas()}
         assert SMALL_CONTEXT > 2048
-        assert {"read", "write", "edit", "shell"} <= set(names)
-        assert "git_commit" not in names and "task_reconcile" not in names
+        assert {"read", "write", "edit", "shell"} <= offered
+        assert "git_commit" not in offered and "task_reconcile" not in offered
+        assert "git_commit(message, allow_empty?)" in toolset.on_demand_line()  # on demand
         assert any("Context Length" in w for w in runtime.warnings)
         assert any("compact tool set" in w for w in runtime.warnings)
 

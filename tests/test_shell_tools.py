@@ -37,6 +37,21 @@ def run(env, tool, **args) -> dict:
     return toolset.execute(ctx, tool, args)
 
 
+def test_a_command_that_is_not_found_says_what_to_fix(shell_env):
+    result = run(shell_env, "shell", command="no-such-program-xyz --version")
+    assert (result["success"], result["exit_code"]) == (False, 127)
+    assert "no-such-program-xyz" in result["output"]
+    assert "did not find a command" in result["error"]
+
+
+def test_a_missing_python_is_answered_with_python3(shell_env):
+    result = run(shell_env, "shell", command="PATH=/nowhere python hello.py")
+    assert result["exit_code"] == 127 and "python: command not found" in result["output"]
+    assert result["error"] == "`python` is not installed here: run it as `python3` instead"
+    result = run(shell_env, "shell", command="PATH=/nowhere pip install x")
+    assert result["error"] == "`pip` is not installed here: run it as `python3 -m pip` instead"
+
+
 def test_shell_runs_in_the_workspace_and_returns_output_and_exit_code(shell_env, workspace):
     result = run(shell_env, "shell", command="pwd; echo hi > made.txt; id -u; exit 3")
     assert result["success"] is False

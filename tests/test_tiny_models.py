@@ -20,7 +20,7 @@ from lmagent.runtime import Runtime
 from lmagent.sessions.store import SessionStore
 from lmagent.tools.files import PATH_CHOICES, existing_paths
 from lmagent.tools.registry import Services
-from lmagent.tools.toolset import COMPACT_TOOLS, TINY_TOOLS, build_toolset
+from lmagent.tools.toolset import CORE_TOOLS, TINY_TOOLS, build_toolset
 from tests.conftest import make_config
 from tests.scripted_llm import ScriptedLLM, call, props_without_tools, text, tool_calls
 
@@ -155,22 +155,30 @@ def test_native_and_text_requests_carry_no_path_choices(workspace, llm):
 
 
 @pytest.mark.parametrize(
-    ("tool_set", "context", "expected"),
+    ("tool_set", "context", "offered", "reachable"),
     [
-        ("auto", 32768, None),
-        ("auto", 4096, COMPACT_TOOLS),
-        ("full", 4096, None),
-        ("compact", 32768, COMPACT_TOOLS),
-        ("tiny", 32768, TINY_TOOLS),
+        ("auto", 32768, None, None),
+        ("auto", 4096, CORE_TOOLS, None),
+        ("full", 4096, None, None),
+        ("compact", 32768, CORE_TOOLS, None),
+        ("tiny", 32768, TINY_TOOLS, TINY_TOOLS),
     ],
 )
-def test_tool_set_names_the_tools_offered(workspace, tool_set, context, expected):
+def test_tool_set_names_the_tools_offered_and_reachable(
+    workspace, tool_set, context, offered, reachable
+):
     services = Services(make_config(workspace, tool_set=tool_set))
-    offered = build_toolset(services, context_length=context).names()
-    if expected is None:
-        assert {"todo_add", "git_commit", "process_kill"} <= set(offered)
+    toolset = build_toolset(services, context_length=context)
+    schemas = {s["function"]["name"] for s in toolset.schemas()}
+    every = {"todo_add", "git_commit", "process_kill", "glob", "mkdir", "read", "shell"}
+    if offered is None:
+        assert every <= schemas
     else:
-        assert set(offered) == set(expected) - {"report_result"}
+        assert schemas == set(offered) - {"report_result"}
+    if reachable is None:  # the rest is on demand: named in the prompt, run when called
+        assert every <= set(toolset.names())
+    else:
+        assert set(toolset.names()) == set(reachable) - {"report_result"}
 
 
 # --------------------------------------------------------------------------- tiny: act, answer
@@ -313,8 +321,8 @@ def test_the_prompt_teaches_the_form_calls_take(workspace, form, present, absent
 URL = "http://127.0.0.1:9/v1/chat/completions"
 
 
-def test_embedded_runs_the_bundled_model_greedy_with_the_tiny_tool_set(workspace):
-    changes = embedded_llm.embedded_settings(make_config(workspace), URL)
+def test_embedded_runs_smollm2_greedy_with_the_tiny_tool_set(workspace):
+    changes = embedded_llm.embedded_settings(make_config(workspace, embedded_model="smollm2"), URL)
     assert changes == {
         "llm_url": URL,
         "llm_max_tokens": 1024,
@@ -333,7 +341,7 @@ def test_embedded_runs_the_bundled_model_greedy_with_the_tiny_tool_set(workspace
     ],
 )
 def test_embedded_keeps_what_the_user_set(workspace, setting, kept):
-    config = make_config(workspace, **setting)
+    config = make_config(workspace, **{"embedded_model": "smollm2", **setting})
     final = config.with_changes(**embedded_llm.embedded_settings(config, URL))
     for name in kept:
         assert getattr(final, name) == getattr(config, name)

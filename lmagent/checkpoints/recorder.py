@@ -8,6 +8,7 @@ A checkpoint that cannot be made (disk full, permission denied, no git) is repor
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from lmagent.checkpoints.shadow import CheckpointError, Snapshot
@@ -22,7 +23,9 @@ def needs_checkpoint(tool_name: str, changes_things: bool) -> bool:
 
 
 class StepRecorder:
-    """The checkpoints of one run of one session."""
+    """The checkpoints of one run of one session. The checkpoint lock is held from a step's
+    first snapshot to its second, so another run's changes never land in this step's list
+    (delegate and decompose excepted: their sub-agents take it for their own steps)."""
 
     def __init__(
         self,
@@ -30,18 +33,32 @@ class StepRecorder:
         session_id: str,
         agent_id: str = "main",
         report: Callable[[str], None] = lambda text: None,
+        max_mb: int = 0,
     ):
         self.checkpoints = Checkpoints(workspace)
+        self.max_bytes = max_mb * 1024 * 1024  # 0: no cap on the shadow repository
         self.session_id = session_id
         self.agent_id = agent_id
         self.report = report
         self.noted: set[str] = set()  # notes already reported in this run
+        self.held = ExitStack()  # the checkpoint lock, from before() to after()
+        self.checked = False
+        self.lost = False
 
     def before(self, tool: str) -> Snapshot | None:
         """The snapshot before a call of `tool`, or None when it could not be made."""
+        self.held.close()  # a call that never reached after() (interrupted)
         try:
+            if not self.checked:
+                self.startup()
+            if tool not in THROUGH_SUBAGENTS:
+                self.held.enter_context(self.checkpoints.locked())
             snapshot = self.checkpoints.take(f"before {tool} in session {self.session_id}")
+            if tool in THROUGH_SUBAGENTS:  # its sub-agents take the lock: keep it from pruning
+                self.checkpoints.repo.hold(self.session_id, snapshot.commit)
+                self.held.callback(self.checkpoints.repo.hold, self.session_id, None)
         except (CheckpointError, OSError) as exc:
+            self.held.close()
             self.failed(exc)
             return None
         self.note(snapshot.notes)
@@ -63,11 +80,31 @@ class StepRecorder:
                 fields.update(step=record["step"], changed=record["changed"], diff=diff)
         except (CheckpointError, OSError) as exc:
             self.failed(exc)
+        finally:
+            self.held.close()
         return fields
+
+    def startup(self) -> None:
+        """Once per run: heal a damaged shadow repository, pack it when it has grown, drop the
+        oldest sessions' histories while it is over the cap."""
+        repo = self.checkpoints.repo
+        with self.checkpoints.locked():
+            repo.check()
+            dropped = repo.pack(self.max_bytes)
+        self.checked = True
+        for found in repo.damage:
+            self.note([found])
+        if dropped:
+            cap = self.max_bytes // 2**20
+            self.note([f"the oldest {len(dropped)} session(s)' histories were dropped to keep "
+                       f"the checkpoints under CHECKPOINT_MAX_MB={cap}"])  # fmt: skip
 
     def failed(self, exc: Exception) -> None:
         cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.report(f"checkpoint failed ({cause}); the step runs, but it cannot be undone")
+        if not self.lost:
+            self.lost = True
+            self.checkpoints.note_failure(self.session_id, cause)
 
     def note(self, notes: list[str]) -> None:
         for text in notes:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import queue
+import select
 import signal
 import sys
 import threading
@@ -11,8 +14,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lmagent.cli.display import approval_lines, result_lines, result_summary
+from lmagent.cli.display import (
+    approval_lines,
+    escape,
+    progress_text,
+    result_lines,
+    result_summary,
+)
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+from lmagent.commands import NAMES, help_lines
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
@@ -36,6 +46,8 @@ EXIT_CODES = {
 }
 ANSWERS = {"y": "allow", "yes": "allow", "allow": "allow", "a": "auto", "auto": "auto"}
 DECISIONS = ("allow", "deny", "auto")
+SHELL_HABITS = ("ls", "ll", "dir", "pwd", "cd", "whoami", "cat", "vim", "nano", "top", "git")
+PROGRESS_EVERY = 10.0  # seconds between two progress lines when output is not a terminal
 
 
 def _colours(enabled: bool) -> dict[str, str]:
@@ -77,13 +89,19 @@ class TerminalIO:
         self.mode = "normal"  # the permission mode, named when nobody can answer
         self.workspace: Workspace | None = None  # where a write or edit would change a file
         self.session_id: str | None = None
-        self.c = _colours(not as_json and getattr(self.out, "isatty", lambda: False)())
+        self.live = not as_json and getattr(self.out, "isatty", lambda: False)()
+        self.c = _colours(self.live)
         self.mid_line = False
+        self.progress_shown = False  # the updating progress line is on the screen
+        self.progress_due = 0.0  # without a terminal: when the next progress line is printed
         self.asking = False  # a prompt is waiting for stdin (Ctrl+C must not wait for Enter)
+        self.answer_source: Callable[[], str] | None = None  # where answers come from meanwhile
         self.lock = threading.RLock()
 
     def write(self, text: str, colour: str = "") -> None:
         with self.lock:
+            self.clear_progress()
+            text = escape(text)  # what the model chose never drives the terminal
             self.out.write(f"{self.c.get(colour, '')}{text}{self.c['reset'] if colour else ''}")
             self.out.flush()
 
@@ -96,13 +114,13 @@ class TerminalIO:
 
     def error(self, text: str) -> None:
         """One line on stderr: the cause of a failure a user can act on."""
-        self.err.write(f"error: {one_line(text)}\n")
+        self.err.write(f"error: {escape(one_line(text))}\n")
         self.err.flush()
 
     def notice(self, text: str) -> None:
         """A start-up line: on stdout for a person, on stderr beside JSON events."""
         if self.as_json:
-            self.err.write(f"· {text}\n")
+            self.err.write(f"· {escape(text)}\n")
             self.err.flush()
         else:
             self.line(f"· {text}", "yellow" if text.startswith("warning") else "dim")
@@ -155,6 +173,53 @@ class TerminalIO:
         for text, colour in result_lines(event):
             self.line(f"{self._prefix(event)}{text}", colour)
 
+    def on_progress(self, event: dict) -> None:
+        """On a terminal one line, redrawn in place and wiped when the phase ends; without one
+        a line now and then (at the start of a wait, then every PROGRESS_EVERY seconds)."""
+        if event.get("agent_id"):
+            return
+        with self.lock:
+            if event.get("done"):
+                self.clear_progress()
+                self.progress_due = 0.0
+            elif self.live and not self.asking:
+                if self.mid_line:
+                    self.write("\n")
+                    self.mid_line = False
+                text = f"· {progress_text(event)}"
+                self.out.write(f"\r\x1b[2K{self.c['dim']}{text}{self.c['reset']}")
+                self.out.flush()
+                self.progress_shown = True
+            elif not self.live and float(event.get("elapsed") or 0) >= self.progress_due:
+                self.progress_due = float(event.get("elapsed") or 0) + PROGRESS_EVERY
+                self.line(f"· {progress_text(event)}", "dim")
+
+    def clear_screen(self) -> None:
+        """`clear` at the REPL: the terminal's own clear (nothing without a terminal)."""
+        if self.live:
+            with self.lock:
+                self.out.write("\x1b[H\x1b[2J\x1b[3J")
+                self.out.flush()
+
+    def clear_progress(self) -> None:
+        if self.progress_shown:
+            self.progress_shown = False
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+
+    def on_process(self, event: dict) -> None:
+        """A background process started or ended: its id, and how to see or stop it."""
+        pid = event.get("process_id")
+        if event.get("state") == "running":
+            self.line(
+                f"{self._prefix(event)}· {pid} started in the background: {event.get('command')}"
+                f" (output: {event.get('log')}; /ps lists it, /kill {pid} stops it)",
+                "yellow",
+            )
+        else:
+            ended = f"{event.get('state')} (exit code {event.get('exit_code')})"
+            self.line(f"{self._prefix(event)}· {pid} {ended}", "yellow")
+
     def on_status(self, event: dict) -> None:
         self.line(f"{self._prefix(event)}· {event['message']}", "yellow")
 
@@ -165,13 +230,9 @@ class TerminalIO:
     def on_done(self, event: dict) -> None:
         if event.get("agent_id"):
             return  # a sub-agent's "finished" status line already says how it ended
-        until = f" until {event['wait_until']}" if event.get("wait_until") else ""
         colour = "green" if event["status"] == "completed" else "yellow"
-        self.line(
-            f"— {event['status']}{until} · {event['iterations']} iterations · "
-            f"{event['tokens']} tokens · session {event['session_id']}",
-            colour,
-        )
+        # the main run's error is on stderr already, once
+        self.line(f"— {_ending(event, cause=False)} · session {event['session_id']}", colour)
 
     def ask(self, tool: str, arguments: dict) -> str:
         """Permission prompt: y = allow, n = deny, a = auto for the rest of the run."""
@@ -194,10 +255,11 @@ class TerminalIO:
         return ANSWERS.get(answer.strip().lower(), "deny")
 
     def read_answer(self) -> str:
-        """One line of stdin ("" when it closed), marked as asked for meanwhile."""
+        """One line of stdin ("" when it closed), marked as asked for meanwhile; from the
+        REPL's reader of typed-ahead lines while one reads the terminal."""
         self.asking = True
         try:
-            return self.inp.readline()
+            return self.answer_source() if self.answer_source else self.inp.readline()
         finally:
             self.asking = False
 
@@ -334,7 +396,7 @@ def explain_error(result: RunResult, config: Config) -> str:
 
 def list_sessions(config: Config, as_json: bool = False, write: Callable | None = None) -> int:
     """Print the saved sessions (newest first), one per line; JSON objects with as_json."""
-    write = write or print
+    write = write or (lambda text: print(escape(text)))
     sessions = SessionStore(config.workspace).list()
     if as_json:
         for meta in sessions:
@@ -353,6 +415,52 @@ def list_sessions(config: Config, as_json: bool = False, write: Callable | None 
             f"{meta.get('iterations', 0):>4} it  {task}"
         )
     return 0
+
+
+class TypedAhead:
+    """While a REPL task runs at a terminal, the lines typed meanwhile: whole lines only (the
+    terminal hands them over at Enter, so nothing is taken from the prompt after the run), each
+    an answer to a permission prompt that waits, or else queued as the next task and shown so;
+    "/cancel" drops the queue."""
+
+    def __init__(self, io: TerminalIO, fd: int):
+        self.io = io
+        self.fd = fd
+        self.queued: list[str] = []
+        self.answers: queue.Queue[str] = queue.Queue()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._read, name="typed-ahead", daemon=True)
+
+    def __enter__(self) -> TypedAhead:
+        self.io.answer_source = self.answers.get
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.done.set()
+        self.thread.join(timeout=2)
+        self.io.answer_source = None
+
+    def _read(self) -> None:
+        while not self.done.is_set():
+            if not select.select([self.fd], [], [], 0.1)[0]:
+                continue
+            data = os.read(self.fd, 65536)
+            if not data:  # the terminal closed: a waiting prompt gets "" (deny)
+                self.answers.put("")
+                return
+            for line in data.decode(errors="replace").splitlines():
+                self.take(line.strip())
+
+    def take(self, line: str) -> None:
+        if self.io.asking:
+            self.answers.put(line + "\n")
+        elif line == "/cancel":
+            dropped, self.queued[:] = len(self.queued), []
+            self.io.line(f"· dropped {dropped} queued line(s)", "yellow")
+        elif line:
+            self.queued.append(line)
+            self.io.line(f"· queued: {line} (runs when this task ends; /cancel drops it)", "yellow")
 
 
 class Repl:
@@ -374,6 +482,8 @@ class Repl:
         self.stop: StopToken | None = None
         self.running = False  # a task of the REPL's own is running (the scheduler waits)
         self.scheduler: BackgroundScheduler | None = None
+        self.last_habit = ""  # a shell-like line held back once (typed again, it is sent)
+        self.queued: list[str] = []  # lines typed during a run, to handle next
 
     def loop(self) -> int:
         Workspace(self.config.workspace).ensure()
@@ -439,7 +549,11 @@ class Repl:
         return self.io.inp is sys.stdin and sys.stdin.isatty()
 
     def read_line(self) -> str | None:
-        """The next input line, or None at end of input."""
+        """The next input line (one typed during the last run first), or None at the end."""
+        if self.queued:
+            line = self.queued.pop(0)
+            self.io.line(f"{self.PROMPT}{line}  (queued)")
+            return line
         if self._interactive():
             try:
                 return input(self.PROMPT)
@@ -460,9 +574,11 @@ class Repl:
             return True
         if line in ("quit", "exit", "/quit", "/exit"):
             return False
+        if self.habit(line):
+            return True
         if line.startswith("/"):
             name, _, rest = line[1:].partition(" ")
-            command = getattr(self, f"cmd_{name.lower()}", None)
+            command = getattr(self, f"cmd_{name.lower()}", None) if name.lower() in NAMES else None
             if command is None:
                 self.io.line(f"unknown command /{name}; /help lists them", "red")
                 return True
@@ -474,13 +590,35 @@ class Repl:
         self.run_task(line)
         return True
 
+    def habit(self, line: str) -> bool:
+        """A bare word typed out of habit is not a task: help and clear are done here; a shell
+        command (ls, pwd, cd ...) is sent to the model only when typed twice in a row."""
+        word = line.lower()
+        typed_twice, self.last_habit = self.last_habit == line, ""
+        if word in ("help", "?"):
+            self.cmd_help("")
+        elif word in ("clear", "cls", "reset"):
+            self.io.clear_screen()
+        elif word.split(" ", 1)[0] in SHELL_HABITS and len(word.split()) <= 2 and not typed_twice:
+            self.last_habit = line
+            self.io.line(
+                f"{line!r} looks like a shell command, so it was not sent to the agent. Ask in "
+                'words (e.g. "list the files here"), or type it again to send it as a task.',
+                "yellow",
+            )
+        else:
+            return False
+        return True
+
     def run_task(self, task: str) -> RunResult | None:
         """Run one task in the current session; Ctrl+C stops it and returns to the prompt."""
         self.stop = StopToken()
         gate = PermissionGate(self.mode, self.io.ask)
         self.running = True
+        typed = TypedAhead(self.io, sys.stdin.fileno()) if self._interactive() else None
         try:
-            with stop_on_signals(self.stop, self.io, (signal.SIGINT,)):
+            ahead = typed or contextlib.nullcontext()
+            with stop_on_signals(self.stop, self.io, (signal.SIGINT,)), ahead:
                 result = run_agent(
                     self.config,
                     task,
@@ -501,6 +639,7 @@ class Repl:
             return None
         finally:
             self.running = False
+            self.queued += typed.queued if typed else []
         self.plan_next = False
         self.session_id = result.session_id
         if result.status == "error":
@@ -511,10 +650,9 @@ class Repl:
 
     def cmd_help(self, arg: str) -> None:
         """Show the commands."""
-        for name in sorted(n for n in dir(self) if n.startswith("cmd_")):
-            doc = (getattr(self, name).__doc__ or "").strip()
-            self.io.line(f"/{name[4:]:<9} {doc}")
-        self.io.line("quit, exit  leave the REPL")
+        for line in help_lines():
+            self.io.line(line)
+        self.io.line("quit, exit  leave the REPL; help and clear work without the slash")
 
     def cmd_sessions(self, arg: str) -> None:
         """List saved sessions."""
@@ -624,13 +762,15 @@ class Repl:
         return SessionStore(self.config.workspace).open(self.session_id)
 
 
-def _ending(done: dict) -> str:
-    """How a run ended, in one line: status, wait, error, iterations, tokens."""
+def _ending(done: dict, cause: bool = True) -> str:
+    """How a run ended, in one line: status, wait, error, what it did, iterations, tokens."""
     text = done["status"]
     if done.get("wait_until"):
         text += f" until {done['wait_until']}"
-    if done["status"] == "error":
+    if done["status"] == "error" and cause:
         text += f": {one_line(done['message'])[:200]}"
+    if done.get("summary"):
+        text += f" · {done['summary']}"
     return f"{text} · {done['iterations']} iterations · {done['tokens']} tokens"
 
 

@@ -235,6 +235,12 @@ class Config:
         "80000",
         "estimated tokens that trigger compaction",
     )
+    checkpoint_max_mb: int = _setting(
+        "CHECKPOINT_MAX_MB",
+        _parse_number(int, 0),
+        "1000",
+        "checkpoints' disk cap in MB; the oldest sessions' histories go first (0 = none)",
+    )
     scheduler_poll_interval: float = _setting(
         "SCHEDULER_POLL_INTERVAL", _parse_number(float, 0.05), "60", "scheduler latency bound (s)"
     )
@@ -306,7 +312,11 @@ class Config:
         "LLM_MAX_TOKENS", _parse_number(int, 0), "0", "cap on tokens per reply (0 = server default)"
     )
     embedded_model: str = _setting(
-        "EMBEDDED_MODEL", _parse_str, "", "GGUF file for --embedded (blank = bundled SmolLM2)"
+        "EMBEDDED_MODEL",
+        _parse_str,
+        "",
+        "model for --embedded: blank = Qwen2.5-Coder-1.5B-Instruct Q4_K_M (fetched once, 1.1 GB, "
+        "sha256-checked), smollm2 = the tiny SmolLM2-135M (93 MB), or a .gguf file",
     )
     tool_call_mode: str = _setting(
         "TOOL_CALL_MODE",
@@ -319,7 +329,8 @@ class Config:
         _parse_choice(*TOOL_SETS),
         "auto",
         "auto/full/compact/tiny: the tools offered (auto: compact below 8192 tokens of context; "
-        "tiny: files and shell only, and a task's first reply must call one)",
+        "compact: six core schemas, every other tool on demand; tiny: files and shell only, and "
+        "a task's first reply must call one)",
     )
 
     @classmethod

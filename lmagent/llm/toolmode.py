@@ -6,7 +6,8 @@ read from the reply's text. `constrained`: the request carries a JSON schema adm
 call or an answer (constrained.py). `auto` decides once per server and model for the process:
 native where the server takes tool definitions for this model, and where its chat template
 knows no tools (llama.cpp reports that) one small request finds out whether the server honours
-a JSON schema: constrained if it does, text if it does not.
+a JSON schema: constrained if it does, text if it does not. A model offered native tools that
+writes its calls as text anyway switches the process to text for that server and model.
 """
 
 from __future__ import annotations
@@ -49,14 +50,33 @@ def choose(config: Config, info: ModelInfo) -> ToolMode:
     the server found, asking the server about schemas once per process."""
     if config.tool_call_mode != "auto":
         return ToolMode(config.tool_call_mode, f"TOOL_CALL_MODE={config.tool_call_mode}")
+    learned = _decided.get(_key(config, info.model_id))
+    if learned is not None:
+        return learned
     if info.supports_tools is not False:
         server = next((s.label for s in SERVERS if s.source == info.source), "the server")
         return ToolMode("native", f"auto: {server} takes tool definitions")
-    key = (chat_url(config.llm_url), config.llm_model or info.model_id)
+    key = _key(config, info.model_id)
     with _lock:
         if key not in _decided:
             _decided[key] = _without_template_tools(config, info.model_id)
         return _decided[key]
+
+
+def _key(config: Config, model: str) -> tuple[str, str]:
+    return chat_url(config.llm_url), config.llm_model or model
+
+
+def calls_came_as_text(config: Config, model: str) -> ToolMode | None:
+    """Under auto, the model answered a request that offered native tools with calls written
+    as text: text mode from now on for this server and model (the schemas cost the prompt
+    thousands of tokens that this model does not use). None when TOOL_CALL_MODE is set."""
+    if config.tool_call_mode != "auto":
+        return None
+    mode = ToolMode("text", "auto: the model writes its tool calls as text, not native calls")
+    with _lock:
+        _decided[_key(config, model)] = mode
+    return mode
 
 
 def _without_template_tools(config: Config, model: str) -> ToolMode:

@@ -27,7 +27,7 @@ WAIT_LINE = re.compile(
     r"(?:[Zz]|[+-]\d{2}:?\d{2})?)\s*:?\s*(.*)$",
     re.M,
 )
-COMMAND_BLOCK = re.compile(r"^\s*```(?:bash|sh|shell|console|zsh|powershell|cmd)\b", re.I | re.M)
+CODE_BLOCK = re.compile(r"^\s*```", re.M)
 BLOCKED_LINE = re.compile(r"^\s*[*_`]*BLOCKED[*_`]*:\s*(.+)$", re.M)
 COMPLETE_LINE = re.compile(r"^\s*[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M)
 
@@ -43,14 +43,23 @@ NUDGE_ANNOUNCED = (
     "You described a next step but did not call a tool. Call the tool now. "
     "If everything is already done, reply TASK_COMPLETE."
 )
-NUDGE_COMMANDS = (
-    "Commands written in a code block are not run, and their output above is not real. If the "
-    "task needs them, run them with the shell tool now. If nothing needs running, reply "
-    "TASK_COMPLETE."
+NUDGE_CODE = (
+    "Nothing was done: code in a reply is not saved and not run, and any output shown is not "
+    "real. Use the tools now: write to save a file, shell to run a command. If the task only "
+    "asked a question, answer it and reply TASK_COMPLETE."
+)
+NUDGE_BLOCKED = (
+    "Do not give up after one failed call. Read the error in the result above, fix the cause "
+    "(a wrong path or argument, a missing file or package, a typo in the command) and try "
+    "again. Reply BLOCKED again only if it truly cannot be done."
 )
 NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
+)
+REPEATED_SUCCESS = (
+    "this exact call already succeeded before, with the same result. If the task is done, "
+    "reply with a short summary and TASK_COMPLETE; otherwise do the next step."
 )
 NUDGE_EMPTY = (
     "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
@@ -72,9 +81,15 @@ _ENDING_CHILD = (
 )
 
 
-_TEXT_CALLS = (
+_NATIVE_CALLS = (
     "If you cannot make native tool calls, write each call as "
     '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
+)
+_TEXT_CALLS = (
+    "To use a tool, write the call in your reply, one per line, as\n"
+    '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>\n'
+    "and stop: its result comes back in the next message. For example:\n"
+    '<tool_call>{"name": "shell", "arguments": {"command": "python app.py"}}</tool_call>'
 )
 # Worked calls: small models copy the shape (and, without them, pick tools at random).
 _JSON_REPLIES = (
@@ -88,36 +103,48 @@ _JSON_REPLIES = (
     "User: run app.py\n"
     '{"name": "shell", "arguments": {"command": "python app.py"}}'
 )
+_CALL_FORMS = {"native": _NATIVE_CALLS, "text": _TEXT_CALLS, "constrained": _JSON_REPLIES}
 
 
 def system_prompt(workspace: Workspace, session: Session, toolset: Toolset, tool_form: str) -> str:
-    """The system message: rules, protocol, project context, personality and pinned progress.
+    """The system message: rules, tools, protocol, then what differs between workspaces and
+    days (project context, personality, the date) last, so that the server's prompt cache
+    reuses the rest across tasks and sessions. Nothing in it changes during a run: progress
+    (todos, plan, task state) reaches the model as messages (`progress_message`).
     `tool_form` is how the model makes calls (LLMClient.tool_form): native calls need no tool
     list; text calls are taught their tags; constrained replies their JSON shape."""
-    # the date only: a prompt that changes every second defeats the server's prompt cache
-    today = datetime.now().astimezone().strftime("%Y-%m-%d (%A), time zone %Z (UTC%z)")
     parts = [
-        "You are LMAgent, an autonomous coding agent working on the user's machine.",
-        f"Workspace: {workspace.root} — every path is relative to it; nothing outside it can be "
-        f"touched. Shell commands run in a sandbox with the workspace as the current directory. "
-        f"Today is {today}; get_time gives the exact time.",
-        "Act with tools; do not describe what you would do, do it. Check your work (read files "
-        "back, run tests) before finishing.",
+        "You are LMAgent, an autonomous coding agent. You work in the user's workspace: every "
+        "path is relative to it, nothing outside it can be touched, and shell commands run in "
+        "it, in a sandbox.",
+        "Act with tools; do not describe what you would do, do it. Check your work (read the "
+        "file back, run the program or its tests) before finishing. When a command fails, read "
+        "the error, fix the cause and try again.",
         _ENDING_CHILD if "report_result" in toolset else _ENDING,
     ]
     if tool_form != "native":
         parts.append("Tools:\n" + "\n".join(_tool_line(s) for s in toolset.schemas()))
-    parts.append(_JSON_REPLIES if tool_form == "constrained" else _TEXT_CALLS)
+    more = toolset.on_demand_line()
+    if more:
+        parts.append(f"More tools, called the same way: {more}.")
+    parts.append(_CALL_FORMS[tool_form])
     project = _optional_text(workspace.root / ".lmagent.md")
     if project:
         parts.append("Project context (.lmagent.md):\n" + project)
     soul = _optional_text(workspace.data_dir / ".soul.md")
     if soul:
         parts.append("Personality (.soul.md):\n" + soul)
-    pinned = session.state.pinned_text()
-    if pinned:
-        parts.append("Your recorded progress (always current):\n" + pinned)
+    # the date only: a prompt that changes every second defeats the server's prompt cache
+    today = datetime.now().astimezone().strftime("%Y-%m-%d (%A), time zone %Z (UTC%z)")
+    parts.append(f"Today is {today}.")
     return "\n\n".join(parts)
+
+
+def progress_message(session: Session) -> str:
+    """The recorded todos, plan and task state, as told to the model where the history no
+    longer shows them (after a compaction, on resuming); blank when nothing is recorded."""
+    pinned = session.state.pinned_text()
+    return f"Your recorded progress (always current):\n{pinned}" if pinned else ""
 
 
 def _tool_line(schema: dict) -> str:
@@ -175,9 +202,10 @@ def announces_work(content: str) -> bool:
     return bool(ANNOUNCES_WORK.search("\n".join(content.strip().splitlines()[-3:])))
 
 
-def shows_commands(content: str) -> bool:
-    """True when a reply holds a shell code block (a small model "running" commands in text)."""
-    return bool(COMMAND_BLOCK.search(content))
+def shows_code(content: str) -> bool:
+    """True when a reply holds a code block (a small model "writing" files or "running"
+    commands in text instead of calling a tool)."""
+    return bool(CODE_BLOCK.search(content))
 
 
 def open_work_nudge(count: int) -> str:
@@ -188,17 +216,21 @@ def open_work_nudge(count: int) -> str:
 
 
 def resume_message(session: Session) -> str:
-    """The user message that tells the model its session was resumed, and why it stopped."""
+    """The user message that tells the model its session was resumed, why it stopped, and its
+    recorded progress."""
     meta = session.meta
     now = datetime.now().astimezone().isoformat(timespec="seconds")
     status = meta.get("status")
     if status == STATUS_WAITING:
-        return (
+        text = (
             f"It is now {now}. You asked to wait until {meta.get('wait_until')} "
             f"({meta.get('wait_reason') or 'no reason given'}). Continue the task."
         )
-    how = "stopped unexpectedly" if status == "running" else f"ended as '{status}'"
-    return (
-        f"The run was resumed at {now} after it {how}. "
-        "Check the current state of the workspace and continue the task."
-    )
+    else:
+        how = "stopped unexpectedly" if status == "running" else f"ended as '{status}'"
+        text = (
+            f"The run was resumed at {now} after it {how}. "
+            "Check the current state of the workspace and continue the task."
+        )
+    progress = progress_message(session)
+    return f"{text}\n\n{progress}" if progress else text

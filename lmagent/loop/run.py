@@ -40,27 +40,33 @@ from lmagent.llm.client import (
 )
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
+from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
+from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import (
     BAD_WAIT,
     BLOCKED_LINE,
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
-    NUDGE_COMMANDS,
+    NUDGE_BLOCKED,
+    NUDGE_CODE,
     NUDGE_EMPTY,
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
+    REPEATED_SUCCESS,
     announces_work,
     final_text,
     open_work_nudge,
     parse_plan,
     parse_wait,
+    progress_message,
     resume_message,
-    shows_commands,
+    shows_code,
     system_prompt,
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
@@ -176,16 +182,22 @@ class AgentRun:
         self.format_errors = 0
         self.nudges = 0
         self.nudged_open_work = False
-        self.nudged_commands = False
+        self.nudged_code = False
+        self.nudged_blocked = False  # since the last call that succeeded
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
+        self.outcome = Outcome()  # what this run did, for its ending
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
-            config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
+            config.workspace,
+            session.id,
+            agent_id,
+            lambda text: self.emit("status", message=text),
+            config.checkpoint_max_mb,
         )
         self.ctx = ToolContext(
             config=config,
@@ -240,7 +252,7 @@ class AgentRun:
         meta = _ending_meta(ended)
         stopped = stop_run_processes(self.ctx)  # the background processes this run started
         try:
-            self.session.save_meta(**meta, stopped_processes=stopped)
+            self.session.save_meta(**meta, stopped_processes=stopped, did=self.outcome.summary())
         except OSError as exc:  # not even written in place: the session is resumable as it is
             ended = _failure(exc, self.session.id)
             meta = _ending_meta(ended)
@@ -264,6 +276,7 @@ class AgentRun:
             tokens=result.tokens,
             wait_until=result.wait_until,
             stopped_processes=stopped,
+            **self.outcome.fields(),
         )
         return result
 
@@ -337,11 +350,14 @@ class AgentRun:
         """What the model is sent: the system prompt, then the history with calls paired."""
         return [self.system_message(), *self.paired(self.session)]
 
-    def callbacks(self) -> Callbacks:
+    def callbacks(self, reading: Ticker) -> Callbacks:
+        """What the client reports, as events; `reading` ticks until the first token."""
         return Callbacks(
             on_token=lambda text: self.emit("token", text=text),
             on_thinking=lambda text: self.emit("thinking", text=text),
             on_status=lambda text: self.emit("status", message=text),
+            on_progress=reading.update,
+            on_first_token=reading.stop,
         )
 
     def query(self, tools: bool = True):
@@ -375,8 +391,10 @@ class AgentRun:
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
-        reply = self.client.chat(messages, schemas, self.callbacks(), self.stop, must)
-        self.count_tokens(reply, estimate_tokens(messages[:1]) + self.session.history_tokens)
+        sent_estimate = estimate_tokens(messages[:1]) + self.session.history_tokens
+        with Ticker(self.emit, "prompt", tokens=sent_estimate + self.prompt_overhead) as reading:
+            reply = self.client.chat(messages, schemas, self.callbacks(reading), self.stop, must)
+        self.count_tokens(reply, sent_estimate)
         return reply
 
     def count_tokens(self, reply, sent_estimate: int) -> None:
@@ -395,10 +413,25 @@ class AgentRun:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
-        calls = extract_text_calls(reply.content, set(self.toolset.names()))
+        try:
+            calls = extract_text_calls(reply.content, set(self.toolset.names()))
+        except FormatError:
+            self.calls_came_as_text()  # even a broken call written as text: not native
+            raise
+        if calls:
+            self.calls_came_as_text()
         for index, call in enumerate(calls):
             call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
         return calls, False
+
+    def calls_came_as_text(self) -> None:
+        """Offered native tools, the model wrote a call as text: text calls from now on."""
+        if not self.client.native_tools:
+            return
+        mode = calls_came_as_text(self.config, self.client.model or "")
+        if mode is not None:
+            self.client.tool_mode = "text"
+            self.emit("status", message=mode.describe())
 
     # ------------------------------------------------------------------ history
 
@@ -441,6 +474,7 @@ class AgentRun:
                 continue
             result = self.run_call(call)
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
+            self.nudged_blocked = self.nudged_blocked and not result.get("success")
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
             results.append(result)
@@ -464,6 +498,7 @@ class AgentRun:
         before = self.checkpoints.before(name) if checkpointed else None
         result = self.execute(name, raw)
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
+        self.outcome.record(name, _try_json(raw), result, change)
         self.check_loop(name, raw, result)
         self.emit(
             "tool_result",
@@ -496,7 +531,8 @@ class AgentRun:
             self.emit("status", message=note)
         if tool.changes_things:
             self.session.sync()  # the call that causes a change is on disk before the change
-        return self.toolset.execute(self.ctx, name, raw)
+        with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
+            return self.toolset.execute(self.ctx, name, raw)
 
     def check_loop(self, name: str, raw, result: dict) -> None:
         changed = bool(result.get("success")) and self.toolset.changes_things(name)
@@ -510,6 +546,8 @@ class AgentRun:
                 f"you have made this exact {name} call {count} times; its result will not "
                 "change. Do something different or finish."
             )
+        elif count > 1 and result.get("success"):  # a small model repeats a step that worked
+            result["note"] = REPEATED_SUCCESS
 
     # ------------------------------------------------------------------ endings
 
@@ -519,6 +557,10 @@ class AgentRun:
             self.reprompt(NUDGE_EMPTY)
             return
         blocked = BLOCKED_LINE.search(content)
+        if blocked and not self.last_calls_ok and not self.nudged_blocked:
+            self.nudged_blocked = True  # a small model gives up at its first error
+            self.nudge(NUDGE_BLOCKED)
+            return
         if blocked:
             raise Blocked(blocked.group(1).strip())
         if self.decide_wait(content):
@@ -528,9 +570,9 @@ class AgentRun:
         if announces_work(content):
             self.push(NUDGE_ANNOUNCED, "the model keeps announcing work without calling tools")
             return
-        if shows_commands(content) and not self.called_tools and not self.nudged_commands:
-            self.nudged_commands = True  # once: a how-to answer may show commands on purpose
-            self.nudge(NUDGE_COMMANDS)
+        if shows_code(content) and not self.called_tools and not self.nudged_code:
+            self.nudged_code = True  # once: a how-to answer may show code on purpose
+            self.nudge(NUDGE_CODE)
             return
         unfinished = self.session.state.open_todos() or self.session.state.open_steps()
         if unfinished and not self.nudged_open_work:
@@ -598,6 +640,9 @@ class AgentRun:
         if plan is None:
             return False
         end, summary = plan
+        progress = progress_message(self.session)  # the calls that recorded it are summarised
+        if progress:
+            summary = {**summary, "content": f"{summary['content']}\n\n{progress}"}
         before = self.context_tokens()
         self.session.record_compaction(0, end, summary)
         self.emit(

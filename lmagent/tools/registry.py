@@ -13,7 +13,7 @@ import math
 import threading
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -317,20 +317,33 @@ def _callable(tool: Tool, paths: dict[str, list[str]]) -> bool:
 
 
 class Toolset:
-    """The tools offered to one agent; anything not in here is refused, even if named."""
+    """The tools of one agent; anything not in here is refused, even if named. `offered` names
+    the tools whose schemas go to the model (default: all); the others are on demand: named in
+    one line of the prompt with their arguments, and run when called like any other."""
 
-    def __init__(self, tools: list[Tool]):
+    def __init__(self, tools: list[Tool], offered: Iterable[str] | None = None):
         self.tools = {tool.name: tool for tool in tools}
-        self._schemas = [tool.schema() for tool in self.tools.values()]  # one list, reused
+        shown = set(self.tools) if offered is None else set(offered)
+        self.offered = [name for name in self.tools if name in shown]
+        self._schemas = [self.tools[name].schema() for name in self.offered]  # one list, reused
 
     def __contains__(self, name: str) -> bool:
         return name in self.tools
 
     def names(self) -> list[str]:
+        """Every tool that runs when called (offered or on demand)."""
         return list(self.tools)
 
     def schemas(self) -> list[dict]:
+        """The schemas of the offered tools."""
         return self._schemas
+
+    def on_demand(self) -> list[Tool]:
+        return [tool for name, tool in self.tools.items() if name not in self.offered]
+
+    def on_demand_line(self) -> str:
+        """One line naming the tools on demand and their arguments (? = optional)."""
+        return ", ".join(_signature(tool) for tool in self.on_demand())
 
     def choosing(self, paths: dict[str, list[str]] | None) -> list[dict]:
         """The schemas with each existing-path parameter limited to the `paths` of its kind
@@ -339,14 +352,14 @@ class Toolset:
         workspace) leaves every parameter free."""
         if not paths:
             return self._schemas
-        tools = [tool for tool in self.tools.values() if _callable(tool, paths)]
+        tools = [self.tools[name] for name in self.offered if _callable(self.tools[name], paths)]
         return [_choosing(tool, paths) for tool in tools]
 
     def without(self, *names: str) -> Toolset:
-        return Toolset([t for n, t in self.tools.items() if n not in names])
+        return Toolset([t for n, t in self.tools.items() if n not in names], self.offered)
 
     def plus(self, tools: list[Tool]) -> Toolset:
-        return Toolset([*self.tools.values(), *tools])
+        return Toolset([*self.tools.values(), *tools], [*self.offered, *(t.name for t in tools)])
 
     def changes_things(self, name: str) -> bool:
         tool = self.tools.get(name)
@@ -372,6 +385,13 @@ class Toolset:
         except Exception as exc:  # a tool bug must not end the user's run
             return _failure(f"{name} failed: {type(exc).__name__}: {exc}")
         return _finish(name, result)
+
+
+def _signature(tool: Tool) -> str:
+    """name(arg, optional?) as the prompt names a tool on demand."""
+    required = tool.parameters["required"]
+    names = [n if n in required else f"{n}?" for n in tool.parameters["properties"]]
+    return f"{tool.name}({', '.join(names)})"
 
 
 def _failure(error: str) -> dict:

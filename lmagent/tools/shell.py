@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated as A
 
 from lmagent.sandbox.base import DEFAULT_TIMEOUT, MAX_MEMORY_MB, MAX_TIMEOUT, SandboxUnavailable
@@ -62,7 +63,28 @@ def tool_shell(
             raise ToolError(refusal)
     if background:
         return start_background(ctx, command, max_memory_mb)
-    return run_in_sandbox(ctx, command, timeout, max_memory_mb)
+    return with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb))
+
+
+NOT_FOUND = (
+    "exit code 127: the shell did not find a command (the output names it). Check its "
+    "spelling, or use one that is installed here"
+)
+INSTEAD = {"python": "python3", "pip": "python3 -m pip", "pip3": "python3 -m pip"}
+_MISSING = re.compile(r"(?:^|\s)([\w.+-]+): (?:command )?not found", re.M)
+
+
+def with_hint(result: dict) -> dict:
+    """The result, its error saying what to fix where the exit code tells (127: not found,
+    naming the usual replacement of a missing python or pip)."""
+    if result.get("exit_code") != 127 or not result.get("error"):
+        return result
+    result["error"] = NOT_FOUND
+    missing = _MISSING.search(result.get("output") or "")
+    if missing and missing.group(1) in INSTEAD:
+        name = missing.group(1)
+        result["error"] = f"`{name}` is not installed here: run it as `{INSTEAD[name]}` instead"
+    return result
 
 
 # Every git tool call runs with these settings in git's command scope, which no repository,

@@ -1,0 +1,122 @@
+"""bench/bench_tasks.py: every checker rejects the untouched task and accepts its reference
+solution; the harness runs a real agent process against a server (here the scripted one) and
+counts what the server reports; LMAgent runs as --embedded sets the default model up."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import lmagent.llm.embedded as embedded_llm
+from bench import bench_tasks
+from lmagent.core.config import Config
+from tests.conftest import make_config
+from tests.scripted_llm import ScriptedLLM, text
+
+TASKS = {task.name: task for task in bench_tasks.TASKS}
+
+
+def test_there_are_at_least_15_tasks_of_every_kind_asked_for():
+    assert len(TASKS) == len(bench_tasks.TASKS) >= 15  # names are unique
+    kinds = {task.kind for task in bench_tasks.TASKS}
+    assert {"two-step", "read-and-answer", "fix-test", "multi-file", "git", "data"} <= kinds
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_the_checker_rejects_the_start_and_accepts_a_solution(tmp_path, name):
+    task = TASKS[name]
+    bench_tasks.prepare(task, tmp_path)
+    assert not task.check(tmp_path)
+    task.solve(tmp_path)
+    assert task.check(tmp_path)
+
+
+def test_a_checker_is_not_fooled_by_a_wrong_answer(tmp_path):
+    task = TASKS["csv-filter"]
+    bench_tasks.prepare(task, tmp_path)
+    (tmp_path / "older.txt").write_text("Ada\nDee\nCyd\nEve\n")  # Dee is 30, not older
+    assert not task.check(tmp_path)
+
+
+def test_the_harness_runs_lmagent_and_counts_the_server_s_tokens(tmp_path):
+    write_call = json.dumps(
+        {"name": "write", "arguments": {"path": "hello.py", "content": "print('Hello, world!')"}}
+    )
+    turns = [text(f"<tool_call>{write_call}</tool_call>"), text("Written.\nTASK_COMPLETE")]
+    agent = bench_tasks.lmagent("lmagent", bench_tasks.ROOT, embedded=True)
+    with ScriptedLLM(turns) as llm, bench_tasks.Meter(llm.base_url) as meter:
+        outcome = bench_tasks.run_one(agent, TASKS["hello"], meter, timeout=120)
+        llm.assert_all_used()
+        sent = llm.requests
+    assert (outcome.solved, outcome.requests, outcome.exit) == (True, 2, "exit 0")
+    assert outcome.prompt_evaluated > 100 and outcome.generated > 0  # the server's usage
+    assert all("tools" not in body and body["temperature"] == 0 for body in sent)
+    row = bench_tasks.summary([outcome])[0]
+    assert (row["solved"], row["tasks"], row["requests"]) == (1, 1, 2)
+    assert "| lmagent | 1 / 1 | 2 |" in bench_tasks.table([outcome])
+    assert len(outcome.per_request) == 2
+
+
+def test_the_cache_ratio_compares_evaluated_with_new_tokens():
+    outcome = bench_tasks.Outcome("a", "t", True, 3, 0, 0, 0, 1.0, "exit 0")
+    # 500 evaluated, 40 generated; then 640 in all, 100 of them new, and only those evaluated;
+    # then 970 in all, 300 of them new, but 600 evaluated (part of the cache was thrown away)
+    outcome.per_request = [[500, 0, 40], [100, 540, 30], [600, 370, 10]]
+    assert bench_tasks.cache_ratios([outcome]) == [1.0, 2.0]
+    assert bench_tasks.summary([outcome])[0]["cache_ok"] == "1 / 2"
+
+
+def test_an_agent_past_its_time_is_stopped_and_the_task_checked(tmp_path):
+    agent = bench_tasks.Agent("sleeper", lambda task, folder, url: (["sleep", "30"], {}))
+    with ScriptedLLM([]) as llm, bench_tasks.Meter(llm.base_url) as meter:
+        outcome = bench_tasks.run_one(agent, TASKS["hello"], meter, timeout=0.5)
+    assert (outcome.solved, outcome.exit, outcome.requests) == (False, "timed out", 0)
+
+
+LLAMA_STREAM = (
+    b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+    b'data: {"choices":[{"delta":{},"finish_reason":"stop"}],'
+    b'"timings":{"cache_n":812,"prompt_n":37,"predicted_n":5}}\n\n'
+    b"data: [DONE]\n\n"
+)
+
+
+def test_llama_cpp_timings_are_read_from_a_stream():
+    counted = bench_tasks.counts_of(LLAMA_STREAM)
+    assert (counted.prompt_evaluated, counted.prompt_reused, counted.generated) == (37, 812, 5)
+
+
+def test_usage_is_read_where_there_are_no_timings():
+    reply = {
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": 60},
+        },
+    }
+    counted = bench_tasks.counts_of(json.dumps(reply).encode())
+    assert (counted.prompt_evaluated, counted.prompt_reused, counted.generated) == (40, 60, 7)
+
+
+def test_lmagent_runs_as_embedded_sets_the_default_model_up(workspace):
+    env = bench_tasks.lmagent_env("http://127.0.0.1:9", bench_tasks.ROOT, embedded=True)
+    config = Config.load(environ={**env, "WORKSPACE": str(workspace)})
+    base = make_config(workspace)
+    embedded = base.with_changes(**embedded_llm.embedded_settings(base, config.llm_url))
+    for name in ("llm_temperature", "tool_set", "tool_call_mode", "llm_max_tokens"):
+        assert getattr(config, name) == getattr(embedded, name), name
+
+
+def test_the_bench_section_is_made_from_recorded_runs(tmp_path, monkeypatch):
+    runs = tmp_path / "runs.jsonl"
+    outcome = bench_tasks.Outcome("lmagent", "hello", True, 2, 600, 500, 60, 9.0, "exit 0")
+    outcome.per_request = [[557, 0, 50], [60, 607, 10]]
+    runs.write_text(json.dumps(outcome.__dict__) + "\n")
+    monkeypatch.setenv("BENCH_TASKS_RUNS", str(runs))
+    section = bench_tasks.run()
+    values = {f["name"]: (f["value"], f["met"]) for f in section["figures"]}
+    assert values["lmagent: tasks solved"] == (1, None)
+    assert values["lmagent: largest first request"] == (557, True)
+    assert "| lmagent | 1 / 1 |" in section["notes"]
