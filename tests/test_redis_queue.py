@@ -279,7 +279,8 @@ def test_a_git_remote_task_is_run_and_pushed_and_what_its_model_planted_never_ru
         f"git config core.fsmonitor 'touch {marker}-fsmonitor' && "
         f"git config alias.add '!touch {marker}-alias' && "
         f"git config filter.evil.clean 'touch {marker}-filter' && "
-        "echo '* filter=evil' > .gitattributes"
+        "echo '* filter=evil' > .gitattributes && "
+        "(setsid sh -c 'while :; do echo x >> alive.log; sleep 0.2; done' >/dev/null 2>&1 &)"
     )
     write = {"name": "write", "arguments": {"path": "result.txt", "content": "42\n"}}
     shell = {"name": "shell", "arguments": {"command": plant}}
@@ -301,7 +302,12 @@ def test_a_git_remote_task_is_run_and_pushed_and_what_its_model_planted_never_ru
         shown = git_show(origin, f"lmagent/{task_id}:result.txt")
         assert shown == "42\n"
         files = git_show(origin, f"lmagent/{task_id}", "ls-tree", "-r", "--name-only")
-        assert files.split() == [".gitattributes", "README", "result.txt"]  # no .lmagent/
+        pushed = [name for name in files.split() if name != "alive.log"]
+        assert pushed == [".gitattributes", "README", "result.txt"]  # no .lmagent/, no .git/
+        alive = work / "alive.log"
+        size = alive.stat().st_size if alive.exists() else 0
+        time.sleep(1)
+        assert (alive.stat().st_size if alive.exists() else 0) == size  # nothing left running
         said = (tmp_path / "worker-a.log").read_text()
         assert f"worker: start {task_id} in {worker.root}" in said
     finally:

@@ -287,13 +287,22 @@ class AgentWorker(SimpleWorker):
 
     def quiesce(self, workspace: Path) -> None:
         """Before the host runs git in a task's work tree: no sandboxed process of it may be
-        alive. Its runtime (and so its sandbox) is closed.
-        TODO(lead): also call the sandbox's function that kills every sandboxed process of a
-        workspace (lmagent/sandbox/select.py, from the sandbox work) here: a process detached
-        in a persistent Docker container can outlive the close."""
+        alive (one left behind could swap a folder for a link out of it while git reads).
+        Its runtime is closed, and every sandboxed process of it, whoever started it, killed;
+        GitError (the push is tried again later) when that cannot be made sure."""
+        from lmagent.sandbox.base import SandboxUnavailable
+        from lmagent.sandbox.select import quiesce
+        from lmagent.scheduler.git_workspace import GitError
+
         runtime = self.runtimes.pop(workspace, None)
         if runtime is not None:
             runtime.close()
+        try:
+            stopped = quiesce(workspace)
+        except SandboxUnavailable as exc:
+            raise GitError(f"cannot make sure no sandboxed process is running: {exc}") from None
+        if stopped:
+            self.say(f"worker: stopped what the task left running: {', '.join(stopped)[:300]}")
 
     def close(self) -> None:
         for runtime in self.runtimes.values():
