@@ -57,6 +57,18 @@ def job_problem(job_id: str, fields: dict[bytes, bytes], connection) -> str | No
         return "carries what --submit never writes: " + ", ".join(extra)
     if named.get("origin") != QUEUE_NAME.encode():
         return f"not on the {QUEUE_NAME} queue"
+    problem = call_problem(named)
+    if problem:
+        return problem
+    try:  # what RQ will read of it (no field is left that could name code)
+        QueueClockJob(job_id, connection, JSONSerializer).restore(fields)
+    except Exception as exc:
+        return f"its fields cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})"
+    return None
+
+
+def call_problem(named: dict[str, bytes]) -> str | None:
+    """Why a job's data (the call) and meta are not a task's, or None."""
     try:
         function, instance, args, kwargs = json_field(named.get("data", b""), zipped=True)
         meta = json_field(named["meta"]) if "meta" in named else {}
@@ -64,19 +76,12 @@ def job_problem(job_id: str, fields: dict[bytes, bytes], connection) -> str | No
         return "its data cannot be read as JSON (pickled or damaged)"
     if function != JOB_FUNCTION:
         return f"not an lmagent task ({str(function)[:80]}); never run"
-    if (
-        instance is not None
-        or args != []
-        or not isinstance(kwargs, dict)
-        or set(kwargs) != {"payload"}
-    ):
+    if instance is not None or args != [] or not isinstance(kwargs, dict):
+        return "its call carries arguments --submit never writes"
+    if set(kwargs) != {"payload"}:
         return "its call carries arguments --submit never writes"
     if not isinstance(meta, dict):
         return "its meta is not a JSON object"
-    try:  # what RQ will read of it (no field left that could name code)
-        QueueClockJob(job_id, connection, JSONSerializer).restore(fields)
-    except Exception as exc:
-        return f"its fields cannot be decoded ({type(exc).__name__}: {str(exc)[:120]})"
     return payload_problem(kwargs["payload"])
 
 
