@@ -558,6 +558,29 @@ def test_two_workers_never_run_in_one_shared_workspace_at_once(tmp_path, redis_s
         llm.stop()
 
 
+def test_tasks_in_nested_workspaces_never_run_at_once(tmp_path, redis_server, workers):
+    """A run's sandbox could swap a folder of its workspace for a link out of the roots, so a
+    workspace inside it (or around it) must not be mounted meanwhile."""
+    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=1.5)] * 3).start()
+    try:
+        deeper = tmp_path / "shared" / "inner" / "deeper"
+        deeper.mkdir(parents=True)
+        for workspace in (tmp_path / "shared", deeper, deeper.parent):
+            redis_queue.submit(queue_config(workspace, redis_server.url), {"task": "work"})
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 3, 60, "the three tasks")
+        spans = sorted(
+            (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
+            for r in outcomes(redis_server.url)
+        )
+        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+        said = (tmp_path / "worker-a.log").read_text() + (tmp_path / "worker-b.log").read_text()
+        assert "workspace in use by another run (in " in said
+    finally:
+        llm.stop()
+
+
 def test_a_task_waiting_for_a_busy_workspace_runs_after_it_without_losing_a_try(
     tmp_path, redis_server, workers
 ):

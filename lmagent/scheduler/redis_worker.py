@@ -160,9 +160,7 @@ class AgentWorker(SimpleWorker):
             self.current[3].set()
             beat.join()
             self.current = None
-            for lease in leases:
-                with contextlib.suppress(Exception):
-                    lease.release()
+            self.release(leases)
 
     def request_stop(self, signum=None, frame=None):
         """SIGINT/SIGTERM: the running task is interrupted (and taken up again later)."""
@@ -194,6 +192,11 @@ class AgentWorker(SimpleWorker):
     # ------------------------------------------------------------------ leases
 
     def take_leases(self, task_id: str, shared: Path | None) -> list:
+        """The task's lease, and its workspace path's; Refused (busy) when either is held, or
+        when a run holds a workspace inside this one or around it (its sandbox could swap this
+        workspace, or a folder of it, for a link out of the roots before this run mounts it).
+        Each run checks after taking its own lease, so of two nested runs at least one sees the
+        other."""
         names = [f"task:{task_id}"]
         if shared is not None:
             names.append(f"workspace:{shared}")
@@ -201,11 +204,29 @@ class AgentWorker(SimpleWorker):
         for name in names:
             lease = self.connection.lock(LOCK_PREFIX + name, timeout=self.lease, thread_local=False)
             if not lease.acquire(blocking=True, blocking_timeout=BUSY_WAIT):
-                for held in taken:
-                    held.release()
+                self.release(taken)
                 raise Refused(f"{name.split(':', 1)[0]} in use by another run", counts=False)
             taken.append(lease)
+        if shared is not None and (other := self.nested_run(shared)):
+            self.release(taken)
+            self.stop_token.wait(BUSY_WAIT)  # paced as a busy workspace is
+            raise Refused(f"workspace in use by another run (in {other})", counts=False)
         return taken
+
+    def nested_run(self, workspace: Path) -> str | None:
+        """The workspace of a running task that holds this one or lies in it, if any."""
+        prefix = LOCK_PREFIX + "workspace:"
+        for key in self.connection.scan_iter(prefix + "*"):
+            other = Path(key.decode("utf-8", "replace")[len(prefix) :])
+            if other in workspace.parents or workspace in other.parents:
+                return str(other)
+        return None
+
+    @staticmethod
+    def release(leases: list) -> None:
+        for lease in leases:
+            with contextlib.suppress(Exception):
+                lease.release()
 
     def keep_alive(self, job, execution, leases: list) -> None:
         """Renew RQ's heartbeat and the leases until the run ends; a lost lease stops it."""
