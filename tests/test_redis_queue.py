@@ -549,13 +549,17 @@ def test_two_workers_never_run_in_one_shared_workspace_at_once(tmp_path, redis_s
         workers(llm, "a")
         workers(llm, "b")
         wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four tasks")
-        spans = sorted(
-            (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
-            for r in outcomes(redis_server.url)
-        )
-        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+        assert_no_two_runs_at_once(redis_server.url)
     finally:
         llm.stop()
+
+
+def assert_no_two_runs_at_once(url: str) -> None:
+    spans = sorted(
+        (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
+        for r in outcomes(url)
+    )
+    assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
 
 
 def test_tasks_in_nested_workspaces_never_run_at_once(tmp_path, redis_server, workers):
@@ -570,11 +574,7 @@ def test_tasks_in_nested_workspaces_never_run_at_once(tmp_path, redis_server, wo
         workers(llm, "a")
         workers(llm, "b")
         wait_for(lambda: len(outcomes(redis_server.url)) >= 3, 60, "the three tasks")
-        spans = sorted(
-            (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
-            for r in outcomes(redis_server.url)
-        )
-        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+        assert_no_two_runs_at_once(redis_server.url)
         said = (tmp_path / "worker-a.log").read_text() + (tmp_path / "worker-b.log").read_text()
         assert "workspace in use by another run (in " in said
     finally:
