@@ -129,8 +129,8 @@ class TerminalIO:
         if event["type"] == "session" and not event.get("agent_id"):
             self.session_id = event["session_id"]
         if self.as_json:
-            with self.lock:
-                self.out.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+            with self.lock:  # escape() keeps JSON valid and bidi controls out of a terminal
+                self.out.write(escape(json.dumps(event, ensure_ascii=False, default=str)) + "\n")
                 self.out.flush()
             return
         handler = getattr(self, f"on_{event['type']}", None)
