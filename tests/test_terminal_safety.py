@@ -21,7 +21,7 @@ ACTS = ("\x1b", "\x07", "\r", "\u202e", "\x9b")  # what a terminal would act on
 
 
 def test_escape_keeps_lines_and_tabs_and_writes_out_every_other_control():
-    assert escape("a\tb\nc") == "a\tb\nc"
+    assert escape("a\tb\nc\r\nd") == "a\tb\nc\nd"  # a CRLF line end is a line end
     assert escape("\x1b[2J\r\x07\x00\x7f\x9b\u202e\u2066") == (
         "\\x1b[2J\\x0d\\x07\\x00\\u007f\\u009b\\u202e\\u2066"
     )

@@ -116,7 +116,7 @@ def escape(text: str) -> str:
     tab (ESC, CR, backspace, C1, bidi controls) written out as \\x1b, \\u202e. The one function
     every terminal output goes through: names, commands, tool output and model text are the
     model's to choose."""
-    return text.translate(ESCAPES)
+    return text.replace("\r\n", "\n").translate(ESCAPES)  # CRLF only ends a line
 
 
 def clean(line: str) -> str:
