@@ -696,7 +696,7 @@ def load(path: Path) -> list[Outcome]:
 
 def run() -> dict:
     """For `python -m bench`: the figures of the runs recorded in BENCH_TASKS_RUNS."""
-    from bench.common import figure, result
+    from bench.common import at_most, figure, result
 
     path = Path(os.environ.get("BENCH_TASKS_RUNS", ROOT / "bench" / "tasks_runs.jsonl"))
     outcomes = load(path)
@@ -706,7 +706,26 @@ def run() -> dict:
         figure(f"{row['agent']}: tasks solved", row["solved"], f"of {row['tasks']}")
         for row in summary(outcomes)
     ]
-    return result("tasks", figures, table(outcomes), "small coding tasks, agents side by side")
+    ours = [o for o in outcomes if o.agent == "lmagent" and o.per_request]
+    if ours:
+        first = max(sum(o.per_request[0][:2]) for o in ours)
+        figures.append(at_most("lmagent: largest first request", first, "tokens", 1200))
+        ratios = cache_ratios(ours)
+        within = sum(r <= CACHE_TARGET for r in ratios)
+        figures.append(
+            figure(
+                f"lmagent: requests evaluating ≤ {CACHE_TARGET} × their new tokens",
+                round(100 * within / len(ratios)) if ratios else 0,
+                "%",
+            )
+        )
+    notes = f"{table(outcomes)}\n\nRecorded runs: {len(outcomes)} ({_dates(outcomes)})."
+    return result("tasks", figures, notes, "small coding tasks, agents side by side")
+
+
+def _dates(outcomes: list[Outcome]) -> str:
+    dates = sorted(o.date for o in outcomes)
+    return f"{dates[0]} to {dates[-1]}" if dates else "none"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -383,9 +383,9 @@ def _whole_message(content: str, reasoning: str, calls: list[dict[str, str]]) ->
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, llm: ScriptedLLM):
+    def __init__(self, llm: ScriptedLLM, port: int = 0):
         self.llm = llm
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import traceback
@@ -548,6 +548,7 @@ class ScriptedLLM:
         self._in_flight = 0
         self._stopping = threading.Event()
         self._server: _Server | None = None
+        self._last_port = 0
         self._thread: threading.Thread | None = None
         if turns:
             self.add(*turns)
@@ -558,7 +559,8 @@ class ScriptedLLM:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = _Server(self)
+        self._server = _Server(self, self._last_port)  # started again: the same URL
+        self._last_port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -596,9 +598,9 @@ class ScriptedLLM:
 
     @property
     def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("ScriptedLLM is not running")
-        return self._server.server_address[1]
+        if self._server is None and not self._last_port:
+            raise RuntimeError("ScriptedLLM was never started")
+        return self._last_port  # also once stopped: the URL a restart serves again
 
     @property
     def base_url(self) -> str:

@@ -107,3 +107,16 @@ def test_lmagent_runs_as_embedded_sets_the_default_model_up(workspace):
     embedded = base.with_changes(**embedded_llm.embedded_settings(base, config.llm_url))
     for name in ("llm_temperature", "tool_set", "tool_call_mode", "llm_max_tokens"):
         assert getattr(config, name) == getattr(embedded, name), name
+
+
+def test_the_bench_section_is_made_from_recorded_runs(tmp_path, monkeypatch):
+    runs = tmp_path / "runs.jsonl"
+    outcome = bench_tasks.Outcome("lmagent", "hello", True, 2, 600, 500, 60, 9.0, "exit 0")
+    outcome.per_request = [[557, 0, 50], [60, 607, 10]]
+    runs.write_text(json.dumps(outcome.__dict__) + "\n")
+    monkeypatch.setenv("BENCH_TASKS_RUNS", str(runs))
+    section = bench_tasks.run()
+    values = {f["name"]: (f["value"], f["met"]) for f in section["figures"]}
+    assert values["lmagent: tasks solved"] == (1, None)
+    assert values["lmagent: largest first request"] == (557, True)
+    assert "| lmagent | 1 / 1 |" in section["notes"]

@@ -20,7 +20,7 @@ import pytest
 from lmagent.checkpoints.recorder import StepRecorder
 from lmagent.checkpoints.shadow import CheckpointError
 from lmagent.checkpoints.steps import Checkpoints, RestoreRefused
-from lmagent.cli.undo import RestoreFailed, restore
+from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.loop.restore import restore_session, steps_of
 from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
@@ -321,6 +321,7 @@ def test_a_damaged_shadow_repository_heals_and_says_what_was_lost(workspace, llm
     assert listed.returncode == 0 and listed.stdout.startswith("1 ")
     assert ("cannot be restored" in listed.stdout) == history_lost
     assert "changed no files" not in listed.stdout
+    assert "MB on disk (cap 1000 MB, CHECKPOINT_MAX_MB)" in listed.stderr
 
     restored = cli(workspace, llm, "--restore", first, "1")
     if history_lost:
@@ -333,3 +334,30 @@ def test_a_damaged_shadow_repository_heals_and_says_what_was_lost(workspace, llm
     second = next(s["id"] for s in SessionStore(workspace).list() if s["id"] != first)
     assert cli(workspace, llm, "--undo", second).returncode == 0
     assert not (workspace / "b.txt").exists()
+
+
+# --------------------------------------------------------------------------- growth
+
+
+def test_the_repository_is_packed_as_it_grows_and_kept_under_its_cap(workspace):
+    store = SessionStore(workspace)
+    old, new = store.create("old").id, store.create("new").id
+    for n in range(2500):  # enough loose objects to be packed
+        (workspace / f"f{n}.txt").write_text(f"file {n}\n")
+    (workspace / "big.bin").write_bytes(os.urandom(3_000_000))
+    recorded_step(workspace, old, lambda: (workspace / "big.bin").unlink())
+    recorded_step(workspace, new, lambda: (workspace / "a.txt").write_text("new\n"))
+    repo = Checkpoints(workspace).repo
+    full = repo.size()
+
+    notes: list[str] = []
+    recorder = StepRecorder(workspace, store.create("third").id, report=notes.append, max_mb=2)
+    recorder.after(recorder.before("write"), "write", "call_1")
+    assert list((repo.git_dir / "objects" / "pack").glob("*.pack"))  # packed
+    assert repo.size() < 2 * 1024 * 1024 < full
+    assert any("histories were dropped" in n and "CHECKPOINT_MAX_MB=2" in n for n in notes)
+    lines = checkpoint_lines(workspace, old)
+    assert lines[0].startswith("1 ") and "cannot be restored" in lines[0]
+
+    restore_session(workspace, new)  # its history is kept, read from the pack
+    assert not (workspace / "a.txt").exists()

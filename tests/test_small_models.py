@@ -56,6 +56,21 @@ def test_the_first_request_of_the_default_embedded_model_fits_the_budget(workspa
         assert f"{name}(" in system  # every tool stays reachable
 
 
+def test_the_first_request_to_a_4096_token_window_fits_the_budget_with_native_calls(workspace):
+    with llama_cpp([text("Hello.\nTASK_COMPLETE")]) as llm:  # defaults: auto, native calls
+        run(make_config(workspace, llm, enable_mcp=False), "say hello")
+        first = llm.requests[0]
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "read",
+        "write",
+        "edit",
+        "ls",
+        "grep",
+        "shell",
+    }
+    assert request_tokens(first) <= FIRST_REQUEST_BUDGET, request_tokens(first)
+
+
 def test_the_full_tool_set_would_not_fit(workspace):
     """The budget test above can fail: the full tool set in native calls is far larger."""
     with llama_cpp([text("Hello.\nTASK_COMPLETE")]) as llm:
@@ -217,3 +232,12 @@ def test_an_unreadable_attempted_call_is_a_format_error_not_the_end(workspace):
     assert result.status == "completed"
     assert "could not be read" in requests[1]["messages"][-1]["content"]
     assert (workspace / "a.py").read_text() == 'print("hi")'
+
+
+def test_a_repeated_call_that_worked_is_answered_with_how_to_finish(workspace):
+    write = tool_call("write", {"path": "a.txt", "content": "x"})
+    result, requests = blocked_run(workspace, [write, write, text("Done.\nTASK_COMPLETE")])
+    assert result.status == "completed"
+    first, second = (json.loads(r["messages"][-1]["content"]) for r in requests[1:])
+    assert "note" not in first
+    assert "TASK_COMPLETE" in second["note"]

@@ -15,6 +15,7 @@ import hashlib
 import os
 import secrets
 import subprocess
+import threading
 import zlib
 from pathlib import Path
 
@@ -34,6 +35,7 @@ class ObjectStore:
         self.present: set[str] = set()  # written or seen by this process
         self.trees: dict[str, dict[str, tuple[str, str]]] = {}  # parsed trees (immutable)
         self.batch: subprocess.Popen | None = None
+        self.batch_lock = threading.Lock()  # one request and answer at a time
 
     # ------------------------------------------------------------------ writing
 
@@ -115,6 +117,10 @@ class ObjectStore:
         return found
 
     def _read_packed(self, sha: str) -> tuple[str, bytes]:
+        with self.batch_lock:
+            return self._ask_batch(sha)
+
+    def _ask_batch(self, sha: str) -> tuple[str, bytes]:
         batch = self._batch()
         try:
             batch.stdin.write(sha.encode() + b"\n")
@@ -124,7 +130,7 @@ class ObjectStore:
                 raise MissingObject(f"object {sha[:12]} is missing")
             data = batch.stdout.read(int(header[2]) + 1)[:-1]
         except (OSError, ValueError) as exc:
-            self.close()
+            self._close_batch()
             raise MissingObject(f"object {sha[:12]} cannot be read") from exc
         return header[1].decode(), data
 
@@ -143,6 +149,10 @@ class ObjectStore:
         return self.batch
 
     def close(self) -> None:
+        with self.batch_lock:
+            self._close_batch()
+
+    def _close_batch(self) -> None:
         if self.batch is not None:
             with contextlib.suppress(OSError):
                 self.batch.stdin.close()
@@ -179,8 +189,8 @@ def decode_tree(data: bytes) -> dict[str, tuple[str, str]]:
     return entries
 
 
-def commit_bytes(tree: str, parent: str | None, message: str, when: int) -> bytes:
+def commit_bytes(tree: str, parents: list[str], message: str, when: int) -> bytes:
     who = f"lmagent <lmagent@localhost> {when} +0000"
-    lines = [f"tree {tree}", *([f"parent {parent}"] if parent else [])]
+    lines = [f"tree {tree}", *(f"parent {parent}" for parent in parents)]
     lines += [f"author {who}", f"committer {who}", "", message, ""]
     return "\n".join(lines).encode()

@@ -33,8 +33,10 @@ class StepRecorder:
         session_id: str,
         agent_id: str = "main",
         report: Callable[[str], None] = lambda text: None,
+        max_mb: int = 0,
     ):
         self.checkpoints = Checkpoints(workspace)
+        self.max_bytes = max_mb * 1024 * 1024  # 0: no cap on the shadow repository
         self.session_id = session_id
         self.agent_id = agent_id
         self.report = report
@@ -47,11 +49,14 @@ class StepRecorder:
         """The snapshot before a call of `tool`, or None when it could not be made."""
         self.held.close()  # a call that never reached after() (interrupted)
         try:
-            if tool not in THROUGH_SUBAGENTS:
-                self.held.enter_context(self.checkpoints.locked())
             if not self.checked:
                 self.startup()
+            if tool not in THROUGH_SUBAGENTS:
+                self.held.enter_context(self.checkpoints.locked())
             snapshot = self.checkpoints.take(f"before {tool} in session {self.session_id}")
+            if tool in THROUGH_SUBAGENTS:  # its sub-agents take the lock: keep it from pruning
+                self.checkpoints.repo.hold(self.session_id, snapshot.commit)
+                self.held.callback(self.checkpoints.repo.hold, self.session_id, None)
         except (CheckpointError, OSError) as exc:
             self.held.close()
             self.failed(exc)
@@ -80,13 +85,19 @@ class StepRecorder:
         return fields
 
     def startup(self) -> None:
-        """Once per run: heal a damaged shadow repository, pack it when it has grown."""
+        """Once per run: heal a damaged shadow repository, pack it when it has grown, drop the
+        oldest sessions' histories while it is over the cap."""
         repo = self.checkpoints.repo
-        repo.check()
-        repo.pack()
+        with self.checkpoints.locked():
+            repo.check()
+            dropped = repo.pack(self.max_bytes)
         self.checked = True
         for found in repo.damage:
             self.note([found])
+        if dropped:
+            cap = self.max_bytes // 2**20
+            self.note([f"the oldest {len(dropped)} session(s)' histories were dropped to keep "
+                       f"the checkpoints under CHECKPOINT_MAX_MB={cap}"])  # fmt: skip
 
     def failed(self, exc: Exception) -> None:
         cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

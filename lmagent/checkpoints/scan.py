@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import json
 import os
 import stat
@@ -101,7 +102,13 @@ class Scanner:
         self.watcher = Watcher()
         self.specs, self.large, self.nested, self.problems = {}, set(), {}, []
         seen: set[str] = set()
-        self.top = self.walk(os.open(self.root, DIR_FLAGS), "", seen)
+        collecting = gc.isenabled()
+        gc.disable()  # a walk makes many small objects: collections would rescan them all
+        try:
+            self.top = self.walk(os.open(self.root, DIR_FLAGS), "", seen)
+        finally:
+            if collecting:
+                gc.enable()
         self.cache = {path: self.cache[path] for path in seen if path in self.cache}
         self.cache_changed, self.saved_at = True, 0.0
 
@@ -339,10 +346,12 @@ class Scanner:
             self.saved_at, self.cache_changed = time.monotonic(), False
 
     def close(self) -> None:
+        """Save the stat cache and let the watches go (the next look walks again)."""
         self.saved_at = 0.0
         self.save_cache()
         if self.watcher:
             self.watcher.close()
+        self.top, self.watcher = None, None
 
 
 def left_out(prefix: str, name: str) -> bool:

@@ -2,8 +2,12 @@
 
 The repository's git directory is `<workspace>/.lmagent/checkpoints/git` (in `.lmagent/`, which
 no sandboxed process can see). A snapshot never runs git on the workspace: the tree is read by
-descriptor and written as git objects in-process (scan.py, objects.py), then committed after the
-latest snapshot (`refs/checkpoints/latest`, so every snapshot stays reachable). Changed paths and
+descriptor and written as git objects in-process (scan.py, objects.py), then committed (the
+latest is `refs/checkpoints/latest`). The snapshots a session's steps name are kept reachable by
+that session's ref (`refs/checkpoints/sessions/<id>`, a chain of commits whose parents are the
+step's snapshots), and a delegate step's first snapshot by a pending ref while its sub-agents
+work, so pruning drops only snapshots no step needs, and dropping a session's ref (to keep the
+repository under CHECKPOINT_MAX_MB) drops its history. Changed paths and
 diffs are computed from the trees (diff.py); a restore writes by descriptor, all or nothing
 (writer.py). git itself runs only on the git directory: to create it, to read packed objects
 (`cat-file --batch`) and to pack it (`repack`, `prune`) as it grows, always with a neutral
@@ -45,6 +49,8 @@ SHADOW_CONFIG = (
     ("maintenance.auto", "false"),
 )
 LATEST = "refs/checkpoints/latest"
+SESSIONS = "refs/checkpoints/sessions"
+PENDING = "refs/checkpoints/pending"
 
 
 class CheckpointError(Exception):
@@ -68,8 +74,9 @@ class _Shared:
         self.last: tuple[str, str] | None = None  # (commit, tree) of the last snapshot made here
 
 
-_SHARED: dict[Path, _Shared] = {}
+_SHARED: dict[Path, _Shared] = {}  # oldest first; each holds an inotify instance
 _SHARED_LOCK = threading.Lock()
+MAX_SHARED = 8  # workspaces watched at once by one process (inotify instances are few)
 
 
 class ShadowRepo:
@@ -92,8 +99,7 @@ class ShadowRepo:
             "GIT_WORK_TREE": str(self.home / "no-work-tree"),  # empty: git never sees the workspace
             "LC_ALL": "C",
         }
-        with _SHARED_LOCK:
-            self.shared = _SHARED.setdefault(self.workspace, _Shared(self))
+        self.shared = _shared_for(self)
 
     @property
     def store(self) -> ObjectStore:
@@ -182,7 +188,7 @@ class ShadowRepo:
             return None
         except OSError as exc:
             raise CheckpointError(f"cannot read the last checkpoint: {exc.strerror}") from exc
-        if len(text) == 40 and all(c in "0123456789abcdef" for c in text):
+        if _is_sha(text):
             return text
         if text:
             self.damage.append("the latest checkpoint ref was damaged; it was reset")
@@ -225,40 +231,71 @@ class ShadowRepo:
         return Snapshot("", tree, notes)
 
     def commit(self, staged: Snapshot, message: str) -> Snapshot:
-        """Commit a staged tree after the latest snapshot and make it the latest (the latest
-        itself when it already holds that tree)."""
-        parent = self.latest()
+        """Commit a staged tree and make it the latest (the latest itself when it already
+        holds that tree)."""
+        latest = self.latest()
         last = self.shared.last
-        if parent and last and last[0] == parent and last[1] == staged.tree:
-            return Snapshot(parent, staged.tree, staged.notes)
+        if latest and last and last[0] == latest and last[1] == staged.tree:
+            return Snapshot(latest, staged.tree, staged.notes)
         try:
-            data = commit_bytes(staged.tree, parent, message, int(time.time()))
-            commit = self.store.write("commit", data)
-            self.set_latest(commit)
+            commit = self.store.write("commit", commit_bytes(staged.tree, [], message, _now()))
+            self.set_ref(LATEST, commit)
         except OSError as exc:
             raise CheckpointError(f"cannot write a checkpoint: {exc.strerror or exc}") from exc
         self.shared.last = (commit, staged.tree)
         return Snapshot(commit, staged.tree, staged.notes)
 
-    def set_latest(self, commit: str) -> None:
-        """Point the latest ref at `commit`, written as git writes a loose ref."""
-        ref = self.git_dir / LATEST
-        staged = self.git_dir / "latest.new"
+    def set_ref(self, name: str, commit: str) -> None:
+        """Point a ref at `commit`, written as git writes a loose ref."""
+        ref = self.git_dir / name
+        staged = ref.with_name(ref.name + ".new")
         ref.parent.mkdir(parents=True, exist_ok=True)
         staged.write_text(commit + "\n")
         os.replace(staged, ref)
 
-    def pack(self) -> None:
-        """Pack loose objects and prune unreachable old ones, when there are many (git works
-        on the object database only)."""
-        sample = self.git_dir / "objects" / "00"
+    def ref(self, name: str) -> str | None:
         try:
-            loose = len(os.listdir(sample)) * 256
+            text = (self.git_dir / name).read_text(errors="replace").strip()
         except OSError:
-            return
+            return None
+        return text if _is_sha(text) else None
+
+    def keep(self, session_id: str, commits: list[str]) -> None:
+        """Keep `commits` reachable as long as the session's history is kept."""
+        name = f"{SESSIONS}/{session_id}"
+        chain = [c for c in (self.ref(name), *commits) if c]
+        empty = self.store.write_tree({})
+        data = commit_bytes(empty, chain, f"steps of session {session_id}", _now())
+        self.set_ref(name, self.store.write("commit", data))
+
+    def hold(self, session_id: str, commit: str | None) -> None:
+        """Keep a step's first snapshot while the step runs without the lock (None: let go)."""
+        if commit:
+            self.set_ref(f"{PENDING}/{session_id}", commit)
+        else:
+            (self.git_dir / PENDING / session_id).unlink(missing_ok=True)
+
+    def pack(self, max_bytes: int = 0) -> list[str]:
+        """Pack loose objects and prune unreachable old ones when there are many, then drop
+        the oldest sessions' histories while the repository is over `max_bytes` (0: no cap);
+        the sessions dropped. git works on the object database only. The caller holds the
+        checkpoint lock, so no step of another run is between its snapshots."""
+        try:
+            loose = len(os.listdir(self.git_dir / "objects" / "00")) * 256
+        except OSError:
+            loose = 0
         if loose >= PACK_LOOSE:
             self.git("repack", "-d", "-q", "--no-write-bitmap-index")
             self.git("prune", f"--expire={PRUNE_AFTER}")
+        dropped: list[str] = []
+        sessions = sorted((self.git_dir / SESSIONS).glob("*"), key=_mtime)
+        while max_bytes and self.size() > max_bytes and sessions:
+            oldest = sessions.pop(0)
+            oldest.unlink(missing_ok=True)
+            dropped.append(oldest.name)
+            self.git("repack", "-a", "-d", "-q", "--no-write-bitmap-index")
+            self.git("prune", "--expire=now")
+        return dropped
 
     # ------------------------------------------------------------------ comparing
 
@@ -308,6 +345,34 @@ class ShadowRepo:
                 apply(self.workspace, self.store, changes)
             finally:
                 self.store.close()
+
+
+def _shared_for(repo: ShadowRepo) -> _Shared:
+    """This process's state of the workspace, the most recently used last; the least recently
+    used beyond MAX_SHARED lets its watches go (it walks again if used again)."""
+    with _SHARED_LOCK:
+        shared = _SHARED.pop(repo.workspace, None) or _Shared(repo)
+        _SHARED[repo.workspace] = shared
+        while len(_SHARED) > MAX_SHARED:
+            oldest = _SHARED.pop(next(iter(_SHARED)))
+            with oldest.lock:
+                oldest.scanner.close()
+        return shared
+
+
+def _now() -> int:
+    return int(time.time())
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) == 40 and all(c in "0123456789abcdef" for c in text)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 class _Reading:

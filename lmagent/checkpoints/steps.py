@@ -111,6 +111,7 @@ class Checkpoints:
                 "changed": changed,
             }
             self.append(session_id, record)
+            self.repo.keep(session_id, [before.commit, after.commit])
         return record
 
     def append(self, session_id: str, record: dict) -> None:
@@ -297,6 +298,7 @@ class Checkpoints:
             **({"failed": failed} if failed else {}),
         }
         self.append(session_id, restore)
+        self.repo.keep(session_id, [before.commit, after.commit])
         return restore
 
     def failed_restore(self, session_id, record, current, exc: RestoreFailed) -> dict:

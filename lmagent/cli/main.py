@@ -227,12 +227,14 @@ def undoing(args: argparse.Namespace) -> bool:
 def review_and_undo(args: argparse.Namespace, config) -> int:
     """--checkpoints, --undo and --restore: list or restore, then exit."""
     from lmagent.cli.display import escape
-    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, checkpoint_size, restore
 
     try:
         if args.checkpoints is not None:
             lines = checkpoint_lines(config.workspace, args.checkpoints, args.json)
-            print(escape("\n".join(lines)))  # file names are the model's to choose
+            # file names are the model's to choose; JSON lines are ASCII already
+            print("\n".join(lines) if args.json else escape("\n".join(lines)))
+            print(checkpoint_size(config.workspace, config.checkpoint_max_mb), file=sys.stderr)
         elif args.undo is not None:
             print(escape(restore(config.workspace, args.undo, None, args.force)))
         else:

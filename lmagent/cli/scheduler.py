@@ -57,7 +57,9 @@ def queue_cli(config: Config, args) -> int:
 
     try:
         if args.submit is not None:
-            print(redis_queue.submit(config, _cli_task(args)))  # the task id
+            task_id = redis_queue.submit(config, _cli_task(args))
+            print(task_id)  # what scripts keep
+            print(f"· task {task_id} queued; {redis_queue.who_takes_it(config)}", file=sys.stderr)
             return 0
         if args.scheduler_status:
             if args.json:

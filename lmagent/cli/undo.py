@@ -24,7 +24,7 @@ def checkpoint_lines(workspace: Path, session_id: str | None, as_json: bool = Fa
         session_id = session_id or latest_session(workspace)
         steps = steps_of(workspace, session_id)
     if as_json:
-        return [json.dumps(step, ensure_ascii=False) for step in steps]
+        return [json.dumps(step) for step in steps]  # ASCII: safe for a terminal, valid JSON
     checkpoints = Checkpoints(workspace)
     if not steps:
         failures = checkpoints.failures(session_id)
@@ -33,6 +33,13 @@ def checkpoint_lines(workspace: Path, session_id: str | None, as_json: bool = Fa
         return [f"session {session_id} changed no files: it has no checkpoints"]
     lost = "  (lost: the checkpoint history was damaged; this step cannot be restored)"
     return [step_line(step) + (lost if checkpoints.lost(step) else "") for step in steps]
+
+
+def checkpoint_size(workspace: Path, max_mb: int) -> str:
+    """How much disk the checkpoints take, and their cap."""
+    size = Checkpoints(workspace).repo.size() / 2**20
+    cap = f"cap {max_mb} MB, CHECKPOINT_MAX_MB" if max_mb else "no cap: CHECKPOINT_MAX_MB=0"
+    return f"checkpoints: {size:.1f} MB on disk ({cap})"
 
 
 def step_line(step: dict) -> str:

@@ -57,6 +57,10 @@ NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
 )
+REPEATED_SUCCESS = (
+    "this exact call already succeeded before, with the same result. If the task is done, "
+    "reply with a short summary and TASK_COMPLETE; otherwise do the next step."
+)
 NUDGE_EMPTY = (
     "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
 )

@@ -58,6 +58,7 @@ from lmagent.loop.prompts import (
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
+    REPEATED_SUCCESS,
     announces_work,
     final_text,
     open_work_nudge,
@@ -192,7 +193,11 @@ class AgentRun:
         self.outcome = Outcome()  # what this run did, for its ending
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
-            config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
+            config.workspace,
+            session.id,
+            agent_id,
+            lambda text: self.emit("status", message=text),
+            config.checkpoint_max_mb,
         )
         self.ctx = ToolContext(
             config=config,
@@ -541,6 +546,8 @@ class AgentRun:
                 f"you have made this exact {name} call {count} times; its result will not "
                 "change. Do something different or finish."
             )
+        elif count > 1 and result.get("success"):  # a small model repeats a step that worked
+            result["note"] = REPEATED_SUCCESS
 
     # ------------------------------------------------------------------ endings
 
