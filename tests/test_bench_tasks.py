@@ -119,4 +119,5 @@ def test_the_bench_section_is_made_from_recorded_runs(tmp_path, monkeypatch):
     values = {f["name"]: (f["value"], f["met"]) for f in section["figures"]}
     assert values["lmagent: tasks solved"] == (1, None)
     assert values["lmagent: largest first request"] == (557, True)
+    assert values["lmagent: prompt tokens evaluated / new"] == (1.0, True)  # 60 of 60 new
     assert "| lmagent | 1 / 1 |" in section["notes"]

@@ -8,7 +8,8 @@ import argparse
 import io
 import json
 
-from lmagent.cli.terminal import Repl, TerminalIO
+from lmagent.cli.repl import Repl
+from lmagent.cli.terminal import TerminalIO
 from lmagent.core.workspace import Workspace
 from lmagent.loop.run import run_agent
 from tests.cli_process import cli, only_session

@@ -361,3 +361,18 @@ def test_the_repository_is_packed_as_it_grows_and_kept_under_its_cap(workspace):
 
     restore_session(workspace, new)  # its history is kept, read from the pack
     assert not (workspace / "a.txt").exists()
+
+
+def test_a_session_whose_checkpoints_failed_never_reads_as_one_that_changed_nothing(
+    config, llm, workspace
+):
+    (workspace / ".lmagent" / "checkpoints").mkdir(parents=True)
+    (workspace / ".lmagent" / "checkpoints" / "git").write_text("not a folder")
+    llm.add(tool_call("write", {"path": "a.txt", "content": "x"}), text("TASK_COMPLETE"))
+    result = run_agent(config, "write a", sink=lambda event: None)
+    assert result.status == "completed" and (workspace / "a.txt").read_text() == "x"
+    (line,) = checkpoint_lines(workspace, result.session_id)
+    assert line.startswith(f"session {result.session_id}'s checkpoints could not be kept (")
+    assert "cannot create" in line and "changed no files" not in line
+    with pytest.raises(RestoreRefused, match=r"could not be kept .* cannot be undone"):
+        restore_session(workspace, result.session_id)

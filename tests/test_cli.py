@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lmagent.cli.terminal import Repl, TerminalIO
+from lmagent.cli.repl import Repl
+from lmagent.cli.terminal import TerminalIO
 from lmagent.scheduler.service import start_background
 from lmagent.sessions.store import SessionStore
 from tests.cli_process import ROOT, Running, cli, cli_env, only_session

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lmagent.cli.terminal import Repl
+from lmagent.cli.repl import Repl
 from lmagent.commands import COMMANDS, NAMES, help_lines
 from tests.cli_process import cli
 from tests.scripted_llm import text, tool_call

@@ -266,11 +266,12 @@ def test_the_server_state_is_rechecked_while_the_page_is_open(tabs, workspace):
         server.stop()
 
 
-def test_a_server_that_stops_is_noticed_within_seconds_without_any_action(tabs, workspace):
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_server_that_stops_is_noticed_within_seconds_without_any_action(tabs, workspace, size):
     server = ScriptedLLM().start()
     try:
         with WebHarness(make_config(workspace, server)) as web:  # the default rechecks
-            tab = tabs(web)
+            tab = tabs(web, **size)
             tab.sign_in()
             tab.wait_text("#server-state", "server ready")
             server.stop()
@@ -316,9 +317,10 @@ def test_the_phone_header_has_new_and_shows_the_whole_sandbox_line(tabs, web):
     assert tab.page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
-def test_a_restore_that_would_change_nothing_offers_no_restore(tabs, web, llm, workspace):
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_restore_that_would_change_nothing_offers_no_restore(tabs, web, llm, workspace, size):
     llm.add(tool_call("write", {"path": "a.txt", "content": "A\n"}), text("Done.\nTASK_COMPLETE"))
-    tab = tabs(web)
+    tab = tabs(web, **size)
     tab.sign_in()
     tab.send("write a.txt")
     tab.page.wait_for_selector(".ending.completed")

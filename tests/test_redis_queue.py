@@ -228,6 +228,14 @@ def test_an_unreachable_queue_is_one_line_and_exit_1(tmp_path):
         assert f"cannot reach the queue at {url}" in done.stderr
 
 
+def test_a_queue_password_is_never_printed(tmp_path):
+    url = f"rediss://lm:s3cret@127.0.0.1:{free_port()}/0"
+    for args in (("--submit", "hello"), ("--scheduler-status",), ("--scheduler",)):
+        done = cli(*args, "--queue", url, WORKSPACE=str(tmp_path))
+        assert done.returncode == 1
+        assert "rediss://lm:***@127.0.0.1" in done.stderr and "s3cret" not in done.stderr
+
+
 def test_a_wrong_queue_url_names_the_setting(tmp_path):
     done = cli("--submit", "hello", "--queue", "http://localhost:6379", WORKSPACE=str(tmp_path))
     assert done.returncode == 1
@@ -271,7 +279,8 @@ def test_a_git_remote_task_is_run_and_pushed_and_what_its_model_planted_never_ru
         f"git config core.fsmonitor 'touch {marker}-fsmonitor' && "
         f"git config alias.add '!touch {marker}-alias' && "
         f"git config filter.evil.clean 'touch {marker}-filter' && "
-        "echo '* filter=evil' > .gitattributes"
+        "echo '* filter=evil' > .gitattributes && "
+        "(setsid sh -c 'while :; do echo x >> alive.log; sleep 0.2; done' >/dev/null 2>&1 &)"
     )
     write = {"name": "write", "arguments": {"path": "result.txt", "content": "42\n"}}
     shell = {"name": "shell", "arguments": {"command": plant}}
@@ -293,7 +302,12 @@ def test_a_git_remote_task_is_run_and_pushed_and_what_its_model_planted_never_ru
         shown = git_show(origin, f"lmagent/{task_id}:result.txt")
         assert shown == "42\n"
         files = git_show(origin, f"lmagent/{task_id}", "ls-tree", "-r", "--name-only")
-        assert files.split() == [".gitattributes", "README", "result.txt"]  # no .lmagent/
+        pushed = [name for name in files.split() if name != "alive.log"]
+        assert pushed == [".gitattributes", "README", "result.txt"]  # no .lmagent/, no .git/
+        alive = work / "alive.log"
+        size = alive.stat().st_size if alive.exists() else 0
+        time.sleep(1)
+        assert (alive.stat().st_size if alive.exists() else 0) == size  # nothing left running
         said = (tmp_path / "worker-a.log").read_text()
         assert f"worker: start {task_id} in {worker.root}" in said
     finally:
@@ -377,6 +391,10 @@ def shared_config(tmp_path: Path, url: str):
     return queue_config(tmp_path / "shared", url)
 
 
+def soon(seconds: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
 def a_queued_task(tmp_path: Path, url: str) -> tuple:
     """(config, connection, queue, job): a task as --submit queues it, on `tmp_path/shared`."""
     config = shared_config(tmp_path, url)
@@ -422,25 +440,41 @@ def test_forged_and_undecodable_jobs_are_refused_once_and_never_acted_on(
         llm.stop()
 
 
-def test_an_abandoned_job_with_a_forged_callback_is_retried_without_calling_it(
+def test_jobs_planted_where_rqs_maintenance_looks_are_refused_without_calling_anything(
     tmp_path, redis_server, workers
 ):
-    """RQ's cleanup of a job whose worker died calls its failure callback: a job written
-    straight into the started-job registry must not make a worker import anything."""
+    """RQ's cleanup fetches the jobs in the started-job registry (calling the failure callback
+    of one whose worker died) and in the list of taken jobs: jobs written straight there must
+    not make a worker import anything, nor crash it."""
     llm = ScriptedLLM([DONE]).start()
     try:
-        _, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
+        config, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
         connection.lrem(queue.key, 1, job.id)
+        legit = {k.decode(): v for k, v in connection.hgetall(f"rq:job:{job.id}").items()}
         connection.hset(
             f"rq:job:{job.id}", mapping={"status": "started", "failure_callback_name": FORGED}
         )
-        connection.zadd(f"rq:wip:{redis_queue.QUEUE_NAME}", {f"{job.id}:forged": 1})
+        garbled, pickled = redis_queue.new_task_id(), redis_queue.new_task_id()
+        connection.hset(f"rq:job:{garbled}", mapping={**legit, "retries_left": "many"})
+        connection.hset(f"rq:job:{pickled}", mapping={**legit, "data": pickle.dumps(("x",))})
+        started = f"rq:wip:{redis_queue.QUEUE_NAME}"
+        connection.zadd(started, {f"{job.id}:forged": 1, f"{garbled}:forged": 1})
+        connection.rpush(f"{queue.key}:intermediate", pickled)
+        due = redis_queue.new_task_id()
+        connection.hset(f"rq:job:{due}", mapping={**legit, "created_at": "yesterday"})
+        connection.zadd(f"rq:scheduled:{redis_queue.QUEUE_NAME}", {due: 1})
         worker = workers(llm, "a")
-        wait_for(lambda: outcomes(redis_server.url), 40, "the retried job to be refused")
-        (record,) = outcomes(redis_server.url)
-        assert (record["task_id"], record["status"]) == (job.id, "refused")
-        assert "failure_callback_name" in record["error"]
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four refused")
+        later = redis_queue.submit(config, {"task": "after them", "not_before": soon(2)})
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 5, 40, "a scheduled task to run")
+        records = {r["task_id"]: r for r in outcomes(redis_server.url)}
+        assert {records[i]["status"] for i in (job.id, garbled, pickled, due)} == {"refused"}
+        assert records[later]["status"] == STATUS_COMPLETED  # RQ's scheduler still works
+        assert "failure_callback_name" in records[job.id]["error"]
+        assert "its fields cannot be decoded (ValueError" in records[garbled]["error"]
         assert not (worker.root / "callback-ran").exists()
+        said = (tmp_path / "worker-a.log").read_text()
+        assert said.count("taking tasks from") == 1 and "Traceback" not in said  # no restart
     finally:
         llm.stop()
 
@@ -515,11 +549,34 @@ def test_two_workers_never_run_in_one_shared_workspace_at_once(tmp_path, redis_s
         workers(llm, "a")
         workers(llm, "b")
         wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four tasks")
-        spans = sorted(
-            (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
-            for r in outcomes(redis_server.url)
-        )
-        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+        assert_no_two_runs_at_once(redis_server.url)
+    finally:
+        llm.stop()
+
+
+def assert_no_two_runs_at_once(url: str) -> None:
+    spans = sorted(
+        (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
+        for r in outcomes(url)
+    )
+    assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+
+
+def test_tasks_in_nested_workspaces_never_run_at_once(tmp_path, redis_server, workers):
+    """A run's sandbox could swap a folder of its workspace for a link out of the roots, so a
+    workspace inside it (or around it) must not be mounted meanwhile."""
+    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=1.5)] * 3).start()
+    try:
+        deeper = tmp_path / "shared" / "inner" / "deeper"
+        deeper.mkdir(parents=True)
+        for workspace in (tmp_path / "shared", deeper, deeper.parent):
+            redis_queue.submit(queue_config(workspace, redis_server.url), {"task": "work"})
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 3, 60, "the three tasks")
+        assert_no_two_runs_at_once(redis_server.url)
+        said = (tmp_path / "worker-a.log").read_text() + (tmp_path / "worker-b.log").read_text()
+        assert "workspace in use by another run (in " in said
     finally:
         llm.stop()
 

@@ -241,3 +241,32 @@ def test_a_repeated_call_that_worked_is_answered_with_how_to_finish(workspace):
     first, second = (json.loads(r["messages"][-1]["content"]) for r in requests[1:])
     assert "note" not in first
     assert "TASK_COMPLETE" in second["note"]
+
+
+def test_a_repeated_pair_of_calls_that_change_nothing_is_a_loop(workspace):
+    """The 1.5B model re-sent "write hello.py, run it" after both had worked: each call
+    'changes things', but the files stay the same, so the repeats count and stop the run."""
+    pair = text(
+        '<tool_call>{"name": "write", "arguments": {"path": "a.txt", "content": "x"}}'
+        "</tool_call>\n"
+        '<tool_call>{"name": "shell", "arguments": {"command": "cat a.txt"}}</tool_call>'
+    )
+    result, requests = blocked_run(workspace, [pair] * 5)
+    assert result.status == "blocked" and "stuck in a loop" in result.message
+    assert len(requests) == 5
+
+
+def test_constrained_calls_can_name_a_tool_on_demand(workspace):
+    call = {"name": "todo_add", "arguments": {"description": "x"}}
+    answer = {"answer": "Noted.\nTASK_COMPLETE"}
+    with llama_cpp([text(json.dumps(call)), text(json.dumps(answer))]) as llm:
+        config = make_config(
+            workspace, llm, enable_mcp=False, tool_set="compact", tool_call_mode="constrained"
+        )
+        events: list[dict] = []
+        result = run(config, "note x", events)
+        schema = llm.requests[0]["response_format"]["json_schema"]["schema"]
+    names = {option["properties"]["name"]["const"] for option in schema["anyOf"][:-1]}
+    assert {"todo_add", "git_commit", "write"} <= names
+    assert result.status == "completed"
+    assert [e["name"] for e in events if e["type"] == "tool_result"] == ["todo_add"]

@@ -15,15 +15,15 @@ from tests.scripted_llm import text, tool_call
 from tests.test_web_support import WebHarness
 
 # retitles the terminal, clears the screen, moves to the line start and forges a line
-HOSTILE = "\x1b]0;pwned\x07\x1b[2J\r\x1b[32m— completed\x1b[0m\u202etxt.exe"
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\r\x1b[32m— completed\x1b[0m\u202etxt.exe\u009b"
 NAME = f"notes{HOSTILE}.txt"
 ACTS = ("\x1b", "\x07", "\r", "\u202e", "\x9b")  # what a terminal would act on
 
 
 def test_escape_keeps_lines_and_tabs_and_writes_out_every_other_control():
-    assert escape("a\tb\nc") == "a\tb\nc"
+    assert escape("a\tb\nc\r\nd") == "a\tb\nc\nd"  # a CRLF line end is a line end
     assert escape("\x1b[2J\r\x07\x00\x7f\x9b\u202e\u2066") == (
-        "\\x1b[2J\\x0d\\x07\\x00\\x7f\\x9b\\u202e\\u2066"
+        "\\x1b[2J\\x0d\\x07\\x00\\u007f\\u009b\\u202e\\u2066"
     )
     assert escape("ünïcödé ✓ → 日本") == "ünïcödé ✓ → 日本"
 
@@ -43,7 +43,17 @@ def test_checkpoints_list_a_hostile_file_name_escaped(workspace, llm):
     shows_nothing_hostile(listed.stdout)
     assert "1   " in listed.stdout and "write" in listed.stdout
     as_json = cli(workspace, llm, "--checkpoints", "--json")
-    assert json.loads(as_json.stdout.splitlines()[0])["changed"] == [NAME]
+    assert not any(char in as_json.stdout for char in ACTS)
+    assert json.loads(as_json.stdout.splitlines()[0])["changed"] == [NAME]  # still valid JSON
+
+
+def test_json_events_stay_valid_and_carry_no_terminal_controls(workspace, llm):
+    llm.add(text(f"Here: {HOSTILE}\nTASK_COMPLETE"))
+    done = cli(workspace, llm, "--json", "say it")
+    assert done.returncode == 0, done.stderr
+    assert not any(char in done.stdout for char in ACTS)
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert HOSTILE in "".join(e.get("text", "") for e in events if e["type"] == "token")
 
 
 def test_a_run_shows_hostile_names_output_and_text_escaped_on_a_terminal(workspace, llm):

@@ -20,6 +20,7 @@ import zlib
 from pathlib import Path
 
 FILE, EXECUTABLE, LINK, FOLDER, GITLINK = "100644", "100755", "120000", "40000", "160000"
+RECENT_BLOBS, RECENT_BYTES = 64, 256 * 1024  # blobs kept in memory for the next diffs
 
 
 class MissingObject(Exception):
@@ -34,6 +35,7 @@ class ObjectStore:
         self.env = env
         self.present: set[str] = set()  # written or seen by this process
         self.trees: dict[str, dict[str, tuple[str, str]]] = {}  # parsed trees (immutable)
+        self.recent: dict[str, bytes] = {}  # small blobs written lately (the next diff's)
         self.batch: subprocess.Popen | None = None
         self.batch_lock = threading.Lock()  # one request and answer at a time
 
@@ -64,7 +66,18 @@ class ObjectStore:
 
     def write_tree(self, entries: dict[str, tuple[str, str]]) -> str:
         """A tree of `name -> (mode, sha)` entries; its sha."""
-        return self.write("tree", encode_tree(entries))
+        sha = self.write("tree", encode_tree(entries))
+        self.trees[sha] = dict(entries)
+        return sha
+
+    def write_blob(self, data: bytes) -> str:
+        """A file's content; kept in memory a while when small (diffs read it next)."""
+        sha = self.write("blob", data)
+        if len(data) <= RECENT_BYTES:
+            self.recent[sha] = data
+            while len(self.recent) > RECENT_BLOBS:
+                del self.recent[next(iter(self.recent))]
+        return sha
 
     # ------------------------------------------------------------------ reading
 
@@ -86,7 +99,10 @@ class ObjectStore:
             raise MissingObject(f"object {sha[:12]} is damaged")
         return kind, data
 
-    def read_blob(self, sha: str) -> bytes:
+    def read_blob(self, sha: str, recent: bool = True) -> bytes:
+        """A blob's bytes (recent=False: from the repository only, as a restore wants)."""
+        if recent and sha in self.recent:
+            return self.recent[sha]
         kind, data = self.read(sha)
         if kind != "blob":
             raise MissingObject(f"object {sha[:12]} is a {kind}, not a file's content")

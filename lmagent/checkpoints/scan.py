@@ -93,6 +93,7 @@ class Scanner:
             self.cache_path.unlink()
         self.store.present.clear()
         self.store.trees.clear()
+        self.store.recent.clear()
 
     def walk_all(self) -> None:
         if self.watcher:
@@ -177,7 +178,7 @@ class Scanner:
             return None
         if data is None:
             return None
-        sha = self.store.write("blob", data)
+        sha = self.store.write_blob(data)
         if info.st_mtime_ns < time.time_ns() - RACY_NS:
             self.cache[path] = [*key, sha]
         else:

@@ -246,12 +246,25 @@ class ShadowRepo:
         return Snapshot(commit, staged.tree, staged.notes)
 
     def set_ref(self, name: str, commit: str) -> None:
-        """Point a ref at `commit`, written as git writes a loose ref."""
+        """Point a loose ref at `commit`. An existing ref is overwritten in place: its 41 bytes
+        go in one write within one sector (renaming over it costs a flush on ext4, ~2 ms); a
+        new one is made beside and renamed in."""
         ref = self.git_dir / name
-        staged = ref.with_name(ref.name + ".new")
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_text(commit + "\n")
-        os.replace(staged, ref)
+        line = (commit + "\n").encode()
+        try:
+            fd = os.open(ref, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            staged = ref.with_name(ref.name + ".new")
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_bytes(line)
+            os.replace(staged, ref)
+            return
+        try:
+            if os.fstat(fd).st_size != len(line):
+                os.ftruncate(fd, len(line))
+            os.pwrite(fd, line, 0)
+        finally:
+            os.close(fd)
 
     def ref(self, name: str) -> str | None:
         try:

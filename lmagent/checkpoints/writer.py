@@ -107,7 +107,7 @@ def _read_all(store: ObjectStore, changes: dict) -> dict[str, bytes]:
     for path, entry in changes.items():
         if entry is not None:
             try:
-                contents[path] = store.read_blob(entry[1])
+                contents[path] = store.read_blob(entry[1], recent=False)
             except MissingObject as exc:
                 raise RestoreFailed(
                     f"the checkpoint's copy of {path} is missing ({exc}: the checkpoint history "

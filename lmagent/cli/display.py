@@ -13,7 +13,9 @@ SUMMARY_NAMES = 8  # names a ✓ line lists of what ls, glob or grep found
 # controls, and the bidirectional controls that reorder what a line seems to say
 CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
 BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-ESCAPES = {code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" for code in CONTROLS + BIDI}
+# C0 as \x1b; DEL, C1 and bidi as \u009b, which JSON reads as the same character (JSON output
+# holds no raw C0: its encoder escapes them), so JSON stays valid when shown through escape()
+ESCAPES = {code: f"\\x{code:02x}" if code < 0x20 else f"\\u{code:04x}" for code in CONTROLS + BIDI}
 GUTTER = "    │ "
 BAR_WIDTH = 20
 
@@ -114,7 +116,7 @@ def escape(text: str) -> str:
     tab (ESC, CR, backspace, C1, bidi controls) written out as \\x1b, \\u202e. The one function
     every terminal output goes through: names, commands, tool output and model text are the
     model's to choose."""
-    return text.translate(ESCAPES)
+    return text.replace("\r\n", "\n").translate(ESCAPES)  # CRLF only ends a line
 
 
 def clean(line: str) -> str:

@@ -248,7 +248,8 @@ def review_and_undo(args: argparse.Namespace, config) -> int:
 
 
 def run_front_end(args: argparse.Namespace, config) -> int:
-    from lmagent.cli.terminal import Repl, list_sessions, one_shot
+    from lmagent.cli.repl import Repl
+    from lmagent.cli.terminal import list_sessions, one_shot
 
     if args.list_sessions:
         return list_sessions(config, as_json=args.json)

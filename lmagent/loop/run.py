@@ -499,7 +499,7 @@ class AgentRun:
         result = self.execute(name, raw)
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
         self.outcome.record(name, _try_json(raw), result, change)
-        self.check_loop(name, raw, result)
+        self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
             id=call["id"],
@@ -534,8 +534,14 @@ class AgentRun:
         with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
             return self.toolset.execute(self.ctx, name, raw)
 
-    def check_loop(self, name: str, raw, result: dict) -> None:
-        changed = bool(result.get("success")) and self.toolset.changes_things(name)
+    def check_loop(self, name: str, raw, result: dict, change: dict) -> None:
+        """Count the call; warn, note or stop on repeats. Only a call that changed files (by
+        its checkpoint; without one, a changing tool that succeeded) starts the count anew:
+        re-writing the same file and re-running a program is a loop, not progress."""
+        if "checkpoint" in change:
+            changed = bool(change.get("changed"))
+        else:
+            changed = bool(result.get("success")) and self.toolset.changes_things(name)
         count = self.loops.record(name, _try_json(raw), changed)
         if count >= self.loops.stop_at:
             self.loop_message = (

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import secrets
 from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit, urlunsplit
 
 from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.scheduler.inbox import task_fields
@@ -33,6 +34,16 @@ FAILURE_TTL = 30 * 24 * 3600
 INSTALL_HINT = "pip install -r requirements-queue.txt"
 
 
+def shown(url: str) -> str:
+    """A queue URL as it may be printed: its password replaced by ***."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
+
+
 class QueueError(RuntimeError):
     """The queue cannot be used (library missing, Redis unreachable); one line for the user."""
 
@@ -47,7 +58,7 @@ def connect(url: str):
     try:
         connection.ping()
     except redis.exceptions.RedisError as exc:
-        raise QueueError(f"cannot reach the queue at {url}: {exc}") from None
+        raise QueueError(f"cannot reach the queue at {shown(url)}: {exc}") from None
     return connection
 
 
@@ -149,7 +160,7 @@ def who_takes_it(config: Config) -> str:
 
     connection = connect(config.scheduler_queue)
     count = len(Worker.all(queue=rq_queue(connection)))
-    url = config.scheduler_queue
+    url = shown(config.scheduler_queue)
     if not count:
         return (
             f"no worker takes tasks from {url}: start one with `agent_main.py --queue {url} "
@@ -215,7 +226,7 @@ def status(config: Config, recent: int = 10) -> dict:
         if job is not None:
             running.append({"task_id": job_id, "worker": job.worker_name, "task": job.description})
     return {
-        "queue": config.scheduler_queue,
+        "queue": shown(config.scheduler_queue),
         "workers": sorted(worker.name for worker in Worker.all(queue=queue)),
         "queued": queue.get_job_ids(),
         "scheduled": [

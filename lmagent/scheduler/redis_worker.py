@@ -41,10 +41,9 @@ from lmagent.loop.permissions import PermissionGate
 from lmagent.scheduler.queue_clock import (
     QueueClockIntermediateQueue,
     QueueClockJob,
-    QueueClockScheduler,
     clean_registries,
 )
-from lmagent.scheduler.queue_guard import checked_queue
+from lmagent.scheduler.queue_guard import CheckedScheduler, checked_queue
 from lmagent.scheduler.redis_queue import (
     MAX_TRIES,
     QUEUE_NAME,
@@ -55,6 +54,7 @@ from lmagent.scheduler.redis_queue import (
     queue_time,
     record_outcome,
     rq_queue,
+    shown,
 )
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore, new_session_id
 from lmagent.sessions.waiting import parse_time
@@ -119,7 +119,7 @@ class AgentWorker(SimpleWorker):
     def _start_scheduler(self, burst, logging_level, date_format, log_format) -> None:
         """RQ's scheduler, on Redis's clock, started when this worker takes its lock (this
         worker never runs in burst mode)."""
-        self.scheduler = QueueClockScheduler(
+        self.scheduler = CheckedScheduler(
             self.queues,
             connection=self.connection,
             logging_level=logging_level,
@@ -127,12 +127,14 @@ class AgentWorker(SimpleWorker):
             log_format=log_format,
             serializer=self.serializer,
         )
+        self.scheduler.checked = self.queue_class
         self.scheduler.acquire_locks(auto_start=True)
 
     def clean_registries(self) -> None:
         """RQ's maintenance (one worker at a time), on Redis's clock."""
         for queue in self.queues:
             if queue.acquire_maintenance_lock():
+                self.queue_class.refuse_planted(queue)
                 clean_registries(self, queue)
                 queue.release_maintenance_lock()
         self.last_cleaned_at = now()
@@ -158,9 +160,7 @@ class AgentWorker(SimpleWorker):
             self.current[3].set()
             beat.join()
             self.current = None
-            for lease in leases:
-                with contextlib.suppress(Exception):
-                    lease.release()
+            self.release(leases)
 
     def request_stop(self, signum=None, frame=None):
         """SIGINT/SIGTERM: the running task is interrupted (and taken up again later)."""
@@ -192,6 +192,11 @@ class AgentWorker(SimpleWorker):
     # ------------------------------------------------------------------ leases
 
     def take_leases(self, task_id: str, shared: Path | None) -> list:
+        """The task's lease, and its workspace path's; Refused (busy) when either is held, or
+        when a run holds a workspace inside this one or around it (its sandbox could swap this
+        workspace, or a folder of it, for a link out of the roots before this run mounts it).
+        Each run checks after taking its own lease, so of two nested runs at least one sees the
+        other."""
         names = [f"task:{task_id}"]
         if shared is not None:
             names.append(f"workspace:{shared}")
@@ -199,11 +204,29 @@ class AgentWorker(SimpleWorker):
         for name in names:
             lease = self.connection.lock(LOCK_PREFIX + name, timeout=self.lease, thread_local=False)
             if not lease.acquire(blocking=True, blocking_timeout=BUSY_WAIT):
-                for held in taken:
-                    held.release()
+                self.release(taken)
                 raise Refused(f"{name.split(':', 1)[0]} in use by another run", counts=False)
             taken.append(lease)
+        if shared is not None and (other := self.nested_run(shared)):
+            self.release(taken)
+            self.stop_token.wait(BUSY_WAIT)  # paced as a busy workspace is
+            raise Refused(f"workspace in use by another run (in {other})", counts=False)
         return taken
+
+    def nested_run(self, workspace: Path) -> str | None:
+        """The workspace of a running task that holds this one or lies in it, if any."""
+        prefix = LOCK_PREFIX + "workspace:"
+        for key in self.connection.scan_iter(prefix + "*"):
+            other = Path(key.decode("utf-8", "replace")[len(prefix) :])
+            if other in workspace.parents or workspace in other.parents:
+                return str(other)
+        return None
+
+    @staticmethod
+    def release(leases: list) -> None:
+        for lease in leases:
+            with contextlib.suppress(Exception):
+                lease.release()
 
     def keep_alive(self, job, execution, leases: list) -> None:
         """Renew RQ's heartbeat and the leases until the run ends; a lost lease stops it."""
@@ -285,13 +308,22 @@ class AgentWorker(SimpleWorker):
 
     def quiesce(self, workspace: Path) -> None:
         """Before the host runs git in a task's work tree: no sandboxed process of it may be
-        alive. Its runtime (and so its sandbox) is closed.
-        TODO(lead): also call the sandbox's function that kills every sandboxed process of a
-        workspace (lmagent/sandbox/select.py, from the sandbox work) here: a process detached
-        in a persistent Docker container can outlive the close."""
+        alive (one left behind could swap a folder for a link out of it while git reads).
+        Its runtime is closed, and every sandboxed process of it, whoever started it, killed;
+        GitError (the push is tried again later) when that cannot be made sure."""
+        from lmagent.sandbox.base import SandboxUnavailable
+        from lmagent.sandbox.select import quiesce
+        from lmagent.scheduler.git_workspace import GitError
+
         runtime = self.runtimes.pop(workspace, None)
         if runtime is not None:
             runtime.close()
+        try:
+            stopped = quiesce(workspace)
+        except SandboxUnavailable as exc:
+            raise GitError(f"cannot make sure no sandboxed process is running: {exc}") from None
+        if stopped:
+            self.say(f"worker: stopped what the task left running: {', '.join(stopped)[:300]}")
 
     def close(self) -> None:
         for runtime in self.runtimes.values():
@@ -472,7 +504,7 @@ def run_worker(config: Config, log: Callable[[str], None], stop: StopToken) -> N
     while not stop.stopped:
         worker = AgentWorker(config, connection, log, stop)
         ACTIVE = worker
-        log(f"worker {worker.name}: taking tasks from {config.scheduler_queue}")
+        log(f"worker {worker.name}: taking tasks from {shown(config.scheduler_queue)}")
         try:
             worker.work(with_scheduler=True, logging_level="WARNING")
         except QueueError as exc:

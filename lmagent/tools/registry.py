@@ -326,6 +326,7 @@ class Toolset:
         shown = set(self.tools) if offered is None else set(offered)
         self.offered = [name for name in self.tools if name in shown]
         self._schemas = [self.tools[name].schema() for name in self.offered]  # one list, reused
+        self._every_schema = [tool.schema() for tool in self.tools.values()]
 
     def __contains__(self, name: str) -> bool:
         return name in self.tools
@@ -349,10 +350,11 @@ class Toolset:
         """The schemas with each existing-path parameter limited to the `paths` of its kind
         ("file"/"dir" -> paths): what constrained calls are held to. A tool with nothing to
         name (read in a workspace without files) is left out; no `paths` at all (a large
-        workspace) leaves every parameter free."""
+        workspace) leaves every parameter free. Tools on demand are in it too (a schema held
+        to by the server costs no prompt tokens), so the model can call them."""
         if not paths:
-            return self._schemas
-        tools = [self.tools[name] for name in self.offered if _callable(self.tools[name], paths)]
+            return self._every_schema
+        tools = [tool for tool in self.tools.values() if _callable(tool, paths)]
         return [_choosing(tool, paths) for tool in tools]
 
     def without(self, *names: str) -> Toolset:
