@@ -7,6 +7,8 @@ A checkpoint that cannot be made (disk full, permission denied, no git) is repor
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -44,6 +46,14 @@ class StepRecorder:
         self.held = ExitStack()  # the checkpoint lock, from before() to after()
         self.checked = False
         self.lost = False
+        if self.checkpoints.repo.git_dir.is_dir():  # a workspace with checkpoints already
+            threading.Thread(target=self.warm, name="checkpoint-warm-up", daemon=True).start()
+
+    def warm(self) -> None:
+        """Take the run's first look at the tree now, while the model is asked for its first
+        reply: the first changing step then finds it done (inotify keeps it current)."""
+        with contextlib.suppress(CheckpointError, OSError):
+            self.checkpoints.repo.stage_tree()
 
     def before(self, tool: str) -> Snapshot | None:
         """The snapshot before a call of `tool`, or None when it could not be made."""
