@@ -644,6 +644,17 @@ def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis
     assert f"{task_id} not before" in shown
 
 
+def test_status_shows_what_a_queue_writer_chose_escaped(tmp_path, redis_server):
+    _, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
+    connection.lrem(queue.key, 1, job.id)
+    connection.hset(f"rq:job:{job.id}", "description", "\x1b]0;owned\x07\x1b[2J\nforged line")
+    connection.zadd(f"rq:wip:{redis_queue.QUEUE_NAME}", {f"{job.id}:x": 2**40})
+    shown = cli("--scheduler-status", "--queue", redis_server.url, WORKSPACE=str(tmp_path))
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    (line,) = [line for line in shown.stdout.splitlines() if "running" in line and job.id in line]
+    assert line.endswith("\\x1b]0;owned\\x07\\x1b[2J\\nforged line")
+
+
 def test_the_web_scheduler_panel_shows_the_queue(tmp_path, redis_server):
     from lmagent.web.app import create_app
 
