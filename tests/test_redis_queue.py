@@ -644,6 +644,17 @@ def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis
     assert f"{task_id} not before" in shown
 
 
+def test_status_shows_what_a_queue_writer_chose_escaped(tmp_path, redis_server):
+    _, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
+    connection.lrem(queue.key, 1, job.id)
+    connection.hset(f"rq:job:{job.id}", "description", "\x1b]0;owned\x07\x1b[2J\nforged line")
+    connection.zadd(f"rq:wip:{redis_queue.QUEUE_NAME}", {f"{job.id}:x": 2**40})
+    shown = cli("--scheduler-status", "--queue", redis_server.url, WORKSPACE=str(tmp_path))
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    (line,) = [line for line in shown.stdout.splitlines() if "running" in line and job.id in line]
+    assert line.endswith("\\x1b]0;owned\\x07\\x1b[2J\\nforged line")
+
+
 def test_the_web_scheduler_panel_shows_the_queue(tmp_path, redis_server):
     from lmagent.web.app import create_app
 
@@ -886,3 +897,34 @@ def test_a_worker_with_embedded_starts_the_clis_embedded_server_and_stops_it(
     port = int(url.rsplit(":", 1)[1])
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
         pass  # the embedded server went with the worker
+
+
+def test_a_queue_over_tls_verifies_the_servers_certificate(tmp_path):
+    """README: beyond one machine, rediss:// (TLS) with the server's CA certificate."""
+    need(shutil.which("openssl") is not None, "openssl is not installed")
+    need(shutil.which("redis-server") is not None, "redis-server is not installed")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem"),
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+         "--tls-cert-file", str(tmp_path / "cert.pem"), "--tls-key-file", str(tmp_path / "key.pem"),
+         "--tls-auth-clients", "no", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        trusted = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={tmp_path / 'cert.pem'}"
+        done = wait_for(
+            lambda: (d := cli("--submit", "hi", "--queue", trusted, WORKSPACE=str(tmp_path)))
+            .returncode == 0 and d, 20, "the TLS queue to take a task",
+        )  # fmt: skip
+        assert done.stdout.startswith("task-")
+        untrusted = cli("--scheduler-status", "--queue", f"rediss://127.0.0.1:{port}/0")
+        assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+    finally:
+        server.kill()
+        server.wait()

@@ -567,3 +567,14 @@ def test_submit_on_the_command_line(workspace, llm):
     assert data == {"task": "later", "not_before": "2099-01-01T00:00:00+00:00"}
     refused = cli(workspace, llm, "--submit", "  ")
     assert refused.returncode == 1 and "nothing to do" in refused.stderr
+
+
+def test_scheduler_status_shows_a_wait_reason_the_model_chose_escaped(workspace, llm, background):
+    llm.add(text("WAIT: 2099-01-01T00:00:00Z: \x1b]0;owned\x07\x1b[2J done"))
+    submit(make_config(workspace, llm), "park it")
+    handle = background()
+    wait_for(lambda: runs(workspace), what="the run")
+    handle.stop()
+    shown = cli(workspace, llm, "--scheduler-status").stdout
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "\\x1b]0;owned\\x07\\x1b[2J done" in shown

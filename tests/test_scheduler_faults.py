@@ -262,7 +262,8 @@ def test_a_task_cut_short_too_often_fails_and_its_session_says_why(workspace, ll
     paths.marker(name).write_text(session.id)
 
     background()
-    wait_for(lambda: files(paths.failed), what="the task to fail")
+    # the reason is written beside it first, then the task file moves (not a temporary file)
+    wait_for(lambda: (paths.failed / name).exists(), what="the task to fail")
     (record,) = outcomes(workspace)[name.rsplit(".", 1)[0]]
     assert record["error"] == "the scheduler died while running this task 3 times"
     assert (paths.failed / f"{name}.reason").read_text() == record["error"] + "\n"
