@@ -457,7 +457,7 @@ class Agent:
     install: Callable[[], None] = lambda: None
 
 
-def lmagent_env(url: str, root: Path, embedded: bool) -> dict:
+def lmagent_env(url: str, root: Path, embedded: bool, steps: int = STEPS) -> dict:
     """The environment of an LMAgent run: `embedded` = as --embedded sets the default model up
     (embedded_settings), else the checkout's defaults with --embedded's reply cap."""
     env = {
@@ -465,7 +465,7 @@ def lmagent_env(url: str, root: Path, embedded: bool) -> dict:
         "PYTHONPATH": str(root),
         "LLM_URL": f"{url}/v1/chat/completions",
         "LLM_MODEL": "",
-        "MAX_ITERATIONS": str(STEPS),
+        "MAX_ITERATIONS": str(steps),
         "LLM_MAX_TOKENS": "1024",
         "LLM_TIMEOUT": str(int(TIMEOUT)),
     }
@@ -474,11 +474,11 @@ def lmagent_env(url: str, root: Path, embedded: bool) -> dict:
     return env
 
 
-def lmagent(name: str, root: Path, embedded: bool) -> Agent:
+def lmagent(name: str, root: Path, embedded: bool, steps: int = STEPS) -> Agent:
     def command(task: Task, folder: Path, url: str) -> tuple[list[str], dict]:
         argv = [sys.executable, str(root / "agent_main.py"), "--permission", "auto"]
         argv += ["--no-mcp", "--workspace", str(folder), task.prompt]
-        return argv, lmagent_env(url, root, embedded)
+        return argv, lmagent_env(url, root, embedded, steps)
 
     return Agent(name, command)
 

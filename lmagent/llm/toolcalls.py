@@ -8,9 +8,9 @@ Accepted forms (text around them is allowed):
   a JSON object {"name": ..., "arguments": ...} (or a list of them) in a ``` fence or in prose,
   also with its braces doubled ({{"name": ...}}, copied from a chat template) or with an extra
   key beside name and arguments (then only for a known tool)
-Tolerated: trailing commas, single quotes, Python literals, "parameters" for "arguments",
-arguments as a JSON string, "functions.NAME", think blocks (calls inside them are thoughts,
-also in a block that was never closed).
+Tolerated: trailing commas, raw line breaks inside strings, single quotes, Python literals,
+"parameters" for "arguments", arguments as a JSON string, "functions.NAME", think blocks (calls
+inside them are thoughts, also in a block that was never closed).
 A reply that clearly attempts a call but cannot be read (cut off, no name, invalid JSON) raises
 FormatError, whose message is what the model is told. Nothing else is ever raised. Arguments
 nested too deeply for the JSON decoder stay text (the whole call's text when the call object
@@ -282,10 +282,11 @@ def _loads(text: str) -> object:
 
 
 def _lenient_loads(text: str) -> object:
-    """JSON with trailing commas, or a Python literal (single quotes, True, None)."""
+    """JSON with trailing commas or raw line breaks and tabs inside strings (a file's content
+    written as it is), or a Python literal (single quotes, True, None)."""
     fixed = _without_trailing_commas(text)
     with contextlib.suppress(ValueError, RecursionError):
-        return json.loads(fixed)
+        return json.loads(fixed, strict=False)
     try:
         with warnings.catch_warnings():  # invalid escapes like "\e" warn while parsing
             warnings.simplefilter("ignore")
