@@ -229,7 +229,7 @@ def run() -> dict:
         if os.environ.get("BENCH_STEPS_MINI", "1") == "1":
             figures += mini_figures(reps)
     title = "marginal cost per step, by tool and workspace size"
-    return result("steps", figures, " ".join([METHOD, *notes]), title)
+    return result("steps", figures, f"{METHOD} {'; '.join(notes)}.", title)
 
 
 def size_figures(root: Path, url: str, size: int, tools, backends, reps) -> list[dict]:
@@ -272,7 +272,7 @@ def before_figures() -> tuple[list[dict], list[str]]:
         {**f, "name": f"before ({commit}): {f['name'].strip()}", "target": None, "met": None}
         for f in found["figures"]
     ]
-    return figures, [f"before ({commit}): {found['notes']}"]
+    return figures, [f"Before ({commit}): {found['notes'].replace(METHOD, '').strip()}"]
 
 
 def mini_figures(reps: int) -> list[dict]:

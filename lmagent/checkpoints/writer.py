@@ -9,10 +9,11 @@ ENOTDIR): the restore then rolls back; it can never write outside.
 The order makes it all or nothing:
 1. read every content from the object store (a missing object stops it here);
 2. check the free space against the bytes to write;
-3. stage each new content beside its target under a temporary name (a full disk stops it here,
-   the staged files are removed);
-4. swap: move each file to be replaced or removed aside (renamed, not deleted), remove the
-   folders that become empty, make the folders needed, rename each staged file into place;
+3. stage each new content beside its target under a temporary name (in the deepest folder of
+   its path that exists now; a full disk stops it here, the staged files are removed);
+4. swap: move each file to be replaced or removed aside (renamed to a temporary name at the
+   top of the workspace, not deleted), remove the folders that become empty, make the folders
+   needed, rename each staged file into place;
 5. on any failure, undo step 4 in reverse (renames back, folders made again or removed), so the
    files are exactly as before; otherwise remove what was moved aside.
 """
