@@ -52,8 +52,9 @@ def test_the_first_request_of_the_default_embedded_model_fits_the_budget(workspa
     assert "tools" not in first  # calls are read as text: no schemas in the request
     assert request_tokens(first) <= FIRST_REQUEST_BUDGET, request_tokens(first)
     system = first["messages"][0]["content"]
-    for name in ("read", "write", "edit", "shell", "git_commit", "todo_add", "delegate"):
-        assert f"{name}(" in system  # every tool stays reachable
+    for name in ("read", "write", "edit", "shell", "git_commit", "delegate", "process_kill"):
+        assert f"{name}(" in system  # named, with its arguments
+    assert "todo_add" not in system and "task_state_update" not in system  # run when called
 
 
 def test_the_first_request_to_a_4096_token_window_fits_the_budget_with_native_calls(workspace):
@@ -270,3 +271,28 @@ def test_constrained_calls_can_name_a_tool_on_demand(workspace):
     assert {"todo_add", "git_commit", "write"} <= names
     assert result.status == "completed"
     assert [e["name"] for e in events if e["type"] == "tool_result"] == ["todo_add"]
+
+
+def test_a_bare_task_complete_after_a_nudge_with_nothing_done_is_questioned_once(workspace):
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    fix = tool_call("edit", {"path": "calc.py", "search": "a - b", "replace": "a + b"})
+    result, requests = blocked_run(
+        workspace,
+        [
+            text("I will look at calc.py and fix the bug."),
+            text("TASK_COMPLETE"),
+            fix,
+            text("Fixed.\nTASK_COMPLETE"),
+        ],
+    )
+    assert result.status == "completed"
+    assert "Nothing has been done yet" in requests[2]["messages"][-1]["content"]
+    assert "a + b" in (workspace / "calc.py").read_text()
+
+
+def test_a_bare_task_complete_is_accepted_the_second_time(workspace):
+    result, requests = blocked_run(
+        workspace,
+        [text("I will check."), text("TASK_COMPLETE"), text("TASK_COMPLETE")],
+    )
+    assert (result.status, len(requests)) == ("completed", 3)

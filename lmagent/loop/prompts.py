@@ -64,6 +64,11 @@ REPEATED_SUCCESS = (
 NUDGE_EMPTY = (
     "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
 )
+NUDGE_NOTHING_DONE = (
+    "Nothing has been done yet: no tool was called in this task. Do the task now with the "
+    "tools (read the files it names, write or edit them, run commands), then reply "
+    "TASK_COMPLETE. If it only asked a question, answer it before TASK_COMPLETE."
+)
 BAD_WAIT = (
     "WAIT needs a valid ISO-8601 time, e.g. WAIT: 2030-01-31T09:00:00+01:00: the reason. "
     "Reply again."
@@ -85,11 +90,12 @@ _NATIVE_CALLS = (
     "If you cannot make native tool calls, write each call as "
     '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
 )
+# no worked example: a small model copies it literally (it ran "python app.py" in a folder
+# without one, five times)
 _TEXT_CALLS = (
     "To use a tool, write the call in your reply, one per line, as\n"
-    '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>\n'
-    "and stop: its result comes back in the next message. For example:\n"
-    '<tool_call>{"name": "shell", "arguments": {"command": "python app.py"}}</tool_call>'
+    '<tool_call>{"name": "TOOL", "arguments": {"ARGUMENT": "VALUE"}}</tool_call>\n'
+    "and stop: its result comes back in the next message."
 )
 # Worked calls: small models copy the shape (and, without them, pick tools at random).
 _JSON_REPLIES = (
@@ -190,6 +196,11 @@ def parse_wait(text: str) -> tuple[datetime, str] | None:
     if when.tzinfo is None:
         when = when.astimezone()
     return when.astimezone(timezone.utc), match.group(2).strip()
+
+
+def bare_complete(content: str) -> bool:
+    """True when a reply is TASK_COMPLETE and nothing else (no summary, no answer)."""
+    return not final_text(content)
 
 
 def final_text(content: str) -> str:

@@ -55,11 +55,13 @@ from lmagent.loop.prompts import (
     NUDGE_BLOCKED,
     NUDGE_CODE,
     NUDGE_EMPTY,
+    NUDGE_NOTHING_DONE,
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
     REPEATED_SUCCESS,
     announces_work,
+    bare_complete,
     final_text,
     open_work_nudge,
     parse_plan,
@@ -183,6 +185,7 @@ class AgentRun:
         self.nudges = 0
         self.nudged_open_work = False
         self.nudged_code = False
+        self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
@@ -571,6 +574,10 @@ class AgentRun:
             raise Blocked(blocked.group(1).strip())
         if self.decide_wait(content):
             return
+        if COMPLETE_LINE.search(content) and self.nothing_done(content):
+            self.nudged_nothing = True  # once: a bare TASK_COMPLETE before any tool was called
+            self.nudge(NUDGE_NOTHING_DONE)
+            return
         if COMPLETE_LINE.search(content):
             raise Completed(final_text(content))
         if announces_work(content):
@@ -586,6 +593,16 @@ class AgentRun:
             self.nudge(open_work_nudge(len(unfinished)))
             return
         raise Completed(content.strip())
+
+    def nothing_done(self, content: str) -> bool:
+        """A bare TASK_COMPLETE after a nudge, with no tool called in this run (a small model
+        told to act that declares the task done instead); asked about once."""
+        return (
+            bare_complete(content)
+            and self.nudges > 0
+            and not self.called_tools
+            and not self.nudged_nothing
+        )
 
     def decide_wait(self, content: str) -> bool:
         """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise."""

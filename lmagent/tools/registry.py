@@ -321,10 +321,16 @@ class Toolset:
     the tools whose schemas go to the model (default: all); the others are on demand: named in
     one line of the prompt with their arguments, and run when called like any other."""
 
-    def __init__(self, tools: list[Tool], offered: Iterable[str] | None = None):
+    def __init__(
+        self,
+        tools: list[Tool],
+        offered: Iterable[str] | None = None,
+        unnamed: Iterable[str] = (),
+    ):
         self.tools = {tool.name: tool for tool in tools}
         shown = set(self.tools) if offered is None else set(offered)
         self.offered = [name for name in self.tools if name in shown]
+        self.unnamed = set(unnamed)  # on demand, but not named in the prompt's line
         self._schemas = [self.tools[name].schema() for name in self.offered]  # one list, reused
         self._every_schema = [tool.schema() for tool in self.tools.values()]
 
@@ -344,7 +350,8 @@ class Toolset:
 
     def on_demand_line(self) -> str:
         """One line naming the tools on demand and their arguments (? = optional)."""
-        return ", ".join(_signature(tool) for tool in self.on_demand())
+        named = [tool for tool in self.on_demand() if tool.name not in self.unnamed]
+        return ", ".join(_signature(tool) for tool in named)
 
     def choosing(self, paths: dict[str, list[str]] | None) -> list[dict]:
         """The schemas with each existing-path parameter limited to the `paths` of its kind
@@ -358,10 +365,12 @@ class Toolset:
         return [_choosing(tool, paths) for tool in tools]
 
     def without(self, *names: str) -> Toolset:
-        return Toolset([t for n, t in self.tools.items() if n not in names], self.offered)
+        kept = [t for n, t in self.tools.items() if n not in names]
+        return Toolset(kept, self.offered, self.unnamed)
 
     def plus(self, tools: list[Tool]) -> Toolset:
-        return Toolset([*self.tools.values(), *tools], [*self.offered, *(t.name for t in tools)])
+        offered = [*self.offered, *(t.name for t in tools)]
+        return Toolset([*self.tools.values(), *tools], offered, self.unnamed)
 
     def changes_things(self, name: str) -> bool:
         tool = self.tools.get(name)

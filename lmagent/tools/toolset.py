@@ -40,6 +40,8 @@ SMALL_CONTEXT = 8192  # tokens of context below which the compact tool set is of
 # prompt and runs when called (a small model given 30 schemas wanders off to todo and git tools,
 # and they cost 2,900 of a 4,096-token window)
 CORE_TOOLS = ("read", "write", "edit", "ls", "grep", "shell", "report_result")
+# not named in that line either (they still run when called): todo, plan and task-state tools
+# drew the 1.5B model into bookkeeping calls instead of finishing (see STATE_TOOLS)
 TINY_TOOLS = ("read", "write", "edit", "ls", "glob", "grep", "mkdir", "shell", "report_result")
 
 COMMAND_TOOLS = [
@@ -78,7 +80,7 @@ def build_toolset(
     if tool_set != "compact":
         return Toolset(tools)
     offered = [t.name for t in tools if t.name in CORE_TOOLS or t.name.startswith("mcp_")]
-    return Toolset(tools, offered)
+    return Toolset(tools, offered, unnamed=[t.name for t in STATE_TOOLS])
 
 
 def effective_tool_set(tool_set: str, context_length: int | None) -> str:
