@@ -27,6 +27,7 @@ from lmagent.sessions.store import SessionStore
 from tests.cli_process import cli, only_session
 from tests.conftest import make_config
 from tests.scripted_llm import ScriptedLLM, text, tool_call
+from tests.test_race import Race, _host_state, _plant
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 
@@ -377,3 +378,30 @@ def test_a_session_whose_checkpoints_failed_never_reads_as_one_that_changed_noth
     assert "cannot create" in line and "changed no files" not in line
     with pytest.raises(RestoreRefused, match=r"could not be kept .* cannot be undone"):
         restore_session(workspace, result.session_id)
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_restores_never_write_through_a_folder_a_sandboxed_swapper_swaps(
+    backend, make_sandbox, tmp_path
+):
+    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
+    workspace.mkdir()
+    _plant(workspace, host)
+    session = "s-sandboxed-race"
+    recorded_step(workspace, session, lambda: (workspace / "d" / "file.txt").write_text("two\n"))
+    before = _host_state(host)
+    race = Race(workspace, host, backend, make_sandbox)
+    race.start("foreground")  # the swapper runs as a command of the sandbox
+    done = refused = 0
+    try:
+        for _ in range(RESTORES):
+            try:
+                Checkpoints(workspace).restore(session, 1, force=True)
+                done += 1
+            except (CheckpointError, RestoreRefused):
+                refused += 1
+    finally:
+        swaps = race.stop()
+    print(f"{backend}: restores={RESTORES} done={done} refused={refused} swaps={swaps}")
+    assert swaps > 0 and done + refused == RESTORES
+    assert _host_state(host) == before  # nothing outside written, removed or changed
