@@ -169,6 +169,21 @@ def test_undo_after_a_failed_restore_says_there_is_nothing_to_undo(workspace):
 # --------------------------------------------------------------------------- the symlink race
 
 
+def restore_repeatedly(workspace: Path, session: str, snapshots=False) -> tuple[int, int]:
+    """(done, refused) of RESTORES forced restores to before step 1 of `session`; with
+    snapshots, a snapshot of another session's empty step after each."""
+    done = refused = 0
+    for n in range(RESTORES):
+        try:
+            Checkpoints(workspace).restore(session, 1, force=True)
+            done += 1
+        except (CheckpointError, RestoreRefused):
+            refused += 1
+        if snapshots:
+            recorded_step(workspace, f"{session}-{n}", lambda: None)  # a snapshot mid-swap
+    return done, refused
+
+
 def objects_hold(git_dir: Path, needle: bytes) -> bool:
     for folder in (git_dir / "objects").iterdir():
         if len(folder.name) == 2:
@@ -183,17 +198,9 @@ def test_restores_and_snapshots_never_reach_through_a_swapped_folder(workspace, 
     (workspace / "d" / "f.txt").write_text("inside, first\n")
     session = "s-race"
     recorded_step(workspace, session, lambda: (workspace / "d" / "f.txt").write_text("second\n"))
-    done = refused = 0
-    with contextlib.ExitStack() as stack:
-        outside = stack.enter_context(_swapping(workspace, tmp_path))
+    with _swapping(workspace, tmp_path) as outside:
         outside_before = tree_state(outside)
-        for n in range(RESTORES):
-            try:
-                Checkpoints(workspace).restore(session, 1, force=True)
-                done += 1
-            except (CheckpointError, RestoreRefused):
-                refused += 1
-            recorded_step(workspace, f"{session}-{n}", lambda: None)  # a snapshot mid-swap
+        done, refused = restore_repeatedly(workspace, session, snapshots=True)
         assert tree_state(outside) == outside_before  # nothing written, removed or changed
     print(f"restores={RESTORES} done={done} refused={refused}")
     assert done + refused == RESTORES and done > 0
@@ -392,14 +399,8 @@ def test_restores_never_write_through_a_folder_a_sandboxed_swapper_swaps(
     before = _host_state(host)
     race = Race(workspace, host, backend, make_sandbox)
     race.start("foreground")  # the swapper runs as a command of the sandbox
-    done = refused = 0
     try:
-        for _ in range(RESTORES):
-            try:
-                Checkpoints(workspace).restore(session, 1, force=True)
-                done += 1
-            except (CheckpointError, RestoreRefused):
-                refused += 1
+        done, refused = restore_repeatedly(workspace, session)
     finally:
         swaps = race.stop()
     print(f"{backend}: restores={RESTORES} done={done} refused={refused} swaps={swaps}")
