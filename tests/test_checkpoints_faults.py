@@ -27,6 +27,7 @@ from lmagent.sessions.store import SessionStore
 from tests.cli_process import cli, only_session
 from tests.conftest import make_config
 from tests.scripted_llm import ScriptedLLM, text, tool_call
+from tests.test_race import Race, _host_state, _plant
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 
@@ -168,6 +169,21 @@ def test_undo_after_a_failed_restore_says_there_is_nothing_to_undo(workspace):
 # --------------------------------------------------------------------------- the symlink race
 
 
+def restore_repeatedly(workspace: Path, session: str, snapshots=False) -> tuple[int, int]:
+    """(done, refused) of RESTORES forced restores to before step 1 of `session`; with
+    snapshots, a snapshot of another session's empty step after each."""
+    done = refused = 0
+    for n in range(RESTORES):
+        try:
+            Checkpoints(workspace).restore(session, 1, force=True)
+            done += 1
+        except (CheckpointError, RestoreRefused):
+            refused += 1
+        if snapshots:
+            recorded_step(workspace, f"{session}-{n}", lambda: None)  # a snapshot mid-swap
+    return done, refused
+
+
 def objects_hold(git_dir: Path, needle: bytes) -> bool:
     for folder in (git_dir / "objects").iterdir():
         if len(folder.name) == 2:
@@ -182,17 +198,9 @@ def test_restores_and_snapshots_never_reach_through_a_swapped_folder(workspace, 
     (workspace / "d" / "f.txt").write_text("inside, first\n")
     session = "s-race"
     recorded_step(workspace, session, lambda: (workspace / "d" / "f.txt").write_text("second\n"))
-    done = refused = 0
-    with contextlib.ExitStack() as stack:
-        outside = stack.enter_context(_swapping(workspace, tmp_path))
+    with _swapping(workspace, tmp_path) as outside:
         outside_before = tree_state(outside)
-        for n in range(RESTORES):
-            try:
-                Checkpoints(workspace).restore(session, 1, force=True)
-                done += 1
-            except (CheckpointError, RestoreRefused):
-                refused += 1
-            recorded_step(workspace, f"{session}-{n}", lambda: None)  # a snapshot mid-swap
+        done, refused = restore_repeatedly(workspace, session, snapshots=True)
         assert tree_state(outside) == outside_before  # nothing written, removed or changed
     print(f"restores={RESTORES} done={done} refused={refused}")
     assert done + refused == RESTORES and done > 0
@@ -352,6 +360,7 @@ def test_the_repository_is_packed_as_it_grows_and_kept_under_its_cap(workspace):
 
     notes: list[str] = []
     recorder = StepRecorder(workspace, store.create("third").id, report=notes.append, max_mb=2)
+    recorder.upkeep.join(60)  # packing and capping run while the model is first asked
     recorder.after(recorder.before("write"), "write", "call_1")
     assert list((repo.git_dir / "objects" / "pack").glob("*.pack"))  # packed
     assert repo.size() < 2 * 1024 * 1024 < full
@@ -376,3 +385,24 @@ def test_a_session_whose_checkpoints_failed_never_reads_as_one_that_changed_noth
     assert "cannot create" in line and "changed no files" not in line
     with pytest.raises(RestoreRefused, match=r"could not be kept .* cannot be undone"):
         restore_session(workspace, result.session_id)
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_restores_never_write_through_a_folder_a_sandboxed_swapper_swaps(
+    backend, make_sandbox, tmp_path
+):
+    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
+    workspace.mkdir()
+    _plant(workspace, host)
+    session = "s-sandboxed-race"
+    recorded_step(workspace, session, lambda: (workspace / "d" / "file.txt").write_text("two\n"))
+    before = _host_state(host)
+    race = Race(workspace, host, backend, make_sandbox)
+    race.start("foreground")  # the swapper runs as a command of the sandbox
+    try:
+        done, refused = restore_repeatedly(workspace, session)
+    finally:
+        swaps = race.stop()
+    print(f"{backend}: restores={RESTORES} done={done} refused={refused} swaps={swaps}")
+    assert swaps > 0 and done + refused == RESTORES
+    assert _host_state(host) == before  # nothing outside written, removed or changed

@@ -46,18 +46,35 @@ class StepRecorder:
         self.held = ExitStack()  # the checkpoint lock, from before() to after()
         self.checked = False
         self.lost = False
+        self.found: list[str] = []  # notes of the upkeep thread, reported by the next step
+        self.upkeep: threading.Thread | None = None
         if self.checkpoints.repo.git_dir.is_dir():  # a workspace with checkpoints already
-            threading.Thread(target=self.warm, name="checkpoint-warm-up", daemon=True).start()
+            self.upkeep = threading.Thread(target=self.keep_up, name="checkpoints", daemon=True)
+            self.upkeep.start()
 
-    def warm(self) -> None:
-        """Take the run's first look at the tree now, while the model is asked for its first
-        reply: the first changing step then finds it done (inotify keeps it current)."""
+    def keep_up(self) -> None:
+        """While the model is asked for its first reply: take the run's first look at the tree
+        (the first changing step then finds it done; inotify keeps it current), pack the
+        shadow repository when it has grown, and drop the oldest sessions' histories while it
+        is over the cap (under the lock: no step is between its snapshots then)."""
+        repo = self.checkpoints.repo
         with contextlib.suppress(CheckpointError, OSError):
-            self.checkpoints.repo.stage_tree()
+            repo.stage_tree()
+            repo.pack()
+            if self.max_bytes and repo.size() > self.max_bytes:
+                with self.checkpoints.locked():
+                    dropped = repo.cap(self.max_bytes, self.session_id)
+                cap = self.max_bytes // 2**20
+                if dropped:
+                    self.found.append(
+                        f"the oldest {len(dropped)} session(s)' histories were dropped to keep "
+                        f"the checkpoints under CHECKPOINT_MAX_MB={cap}"
+                    )
 
     def before(self, tool: str) -> Snapshot | None:
         """The snapshot before a call of `tool`, or None when it could not be made."""
         self.held.close()  # a call that never reached after() (interrupted)
+        self.note(list(self.found))
         try:
             if not self.checked:
                 self.startup()
@@ -95,19 +112,12 @@ class StepRecorder:
         return fields
 
     def startup(self) -> None:
-        """Once per run: heal a damaged shadow repository, pack it when it has grown, drop the
-        oldest sessions' histories while it is over the cap."""
+        """Once per run, before its first snapshot: heal a damaged shadow repository."""
         repo = self.checkpoints.repo
         with self.checkpoints.locked():
             repo.check()
-            dropped = repo.pack(self.max_bytes)
         self.checked = True
-        for found in repo.damage:
-            self.note([found])
-        if dropped:
-            cap = self.max_bytes // 2**20
-            self.note([f"the oldest {len(dropped)} session(s)' histories were dropped to keep "
-                       f"the checkpoints under CHECKPOINT_MAX_MB={cap}"])  # fmt: skip
+        self.note(repo.damage)
 
     def failed(self, exc: Exception) -> None:
         cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

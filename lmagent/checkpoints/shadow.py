@@ -288,20 +288,25 @@ class ShadowRepo:
         else:
             (self.git_dir / PENDING / session_id).unlink(missing_ok=True)
 
-    def pack(self, max_bytes: int = 0) -> list[str]:
-        """Pack loose objects and prune unreachable old ones when there are many, then drop
-        the oldest sessions' histories while the repository is over `max_bytes` (0: no cap);
-        the sessions dropped. git works on the object database only. The caller holds the
-        checkpoint lock, so no step of another run is between its snapshots."""
+    def pack(self) -> None:
+        """Pack loose objects and prune unreachable old ones when there are many (git works
+        on the object database only; safe beside snapshots being written)."""
         try:
             loose = len(os.listdir(self.git_dir / "objects" / "00")) * 256
         except OSError:
-            loose = 0
+            return
         if loose >= PACK_LOOSE:
-            self.git("repack", "-d", "-q", "--no-write-bitmap-index")
+            self.git("repack", "-d", "-q", "--window=0", "--no-write-bitmap-index")
             self.git("prune", f"--expire={PRUNE_AFTER}")
+
+    def cap(self, max_bytes: int, keep: str) -> list[str]:
+        """Drop the oldest sessions' histories (not `keep`'s) while the repository is over
+        `max_bytes`; the sessions dropped. The caller holds the checkpoint lock, so no step of
+        another run is between its snapshots (a delegate step's first snapshot has a pending
+        ref)."""
         dropped: list[str] = []
-        sessions = sorted((self.git_dir / SESSIONS).glob("*"), key=_mtime)
+        found = (self.git_dir / SESSIONS).glob("*")
+        sessions = sorted((ref for ref in found if ref.name != keep), key=_mtime)
         while max_bytes and self.size() > max_bytes and sessions:
             oldest = sessions.pop(0)
             oldest.unlink(missing_ok=True)
