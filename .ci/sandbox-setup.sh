@@ -8,6 +8,11 @@ need=()
 command -v dockerd >/dev/null || need+=(docker.io)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v debootstrap >/dev/null || need+=(debootstrap)
+# bwrap runs the host's own /usr: the tools a coding task expects there (tests/test_sandbox_seccomp.py)
+/usr/bin/python3 -c "import pytest" 2>/dev/null || need+=(python3-pytest)
+/usr/bin/python3 -c "import ensurepip, pip" 2>/dev/null || need+=(python3-venv python3-pip)
+command -v make >/dev/null || need+=(make)
+command -v gcc >/dev/null || need+=(gcc)
 if ((${#need[@]})); then
     echo "sandbox-setup: installing ${need[*]}"
     apt-get update -qq
@@ -25,7 +30,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 image="${SANDBOX_IMAGE:-lmagent-sandbox:latest}"
-if ! docker image inspect "$image" >/dev/null 2>&1; then
+# (re)build when the image is missing or older than today's package list (python, gcc, pytest)
+if ! docker run --rm --network none "$image" sh -c 'command -v python && command -v gcc && command -v pytest' >/dev/null 2>&1; then
     echo "sandbox-setup: building $image"
     python sandboxed_shell.py --build
 fi

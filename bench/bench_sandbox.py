@@ -17,9 +17,10 @@ from pathlib import Path
 
 from bench.common import figure, percentile, result, temp_workspace
 from lmagent.sandbox.base import SandboxConfig, SandboxUnavailable
-from lmagent.sandbox.select import open_sandbox
+from lmagent.sandbox.select import open_sandbox, quiesce
 
 RUNS = 200
+QUIESCE_RUNS = 50
 TARGET_P50, TARGET_P95 = 3.0, 10.0
 BACKENDS = ("docker", "bwrap")
 
@@ -61,6 +62,12 @@ def measure(calls: dict, runs: int) -> dict[str, list[float]]:
     return samples
 
 
+def timed(call) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
 def ratio_figure(label: str, value: float, host: float, limit: float) -> dict:
     ratio = value / host
     return figure(label, round(ratio, 2), "x host", f"≤ {limit:g}x host", ratio <= limit)
@@ -82,6 +89,12 @@ def figures_for(samples: dict[str, list[float]]) -> list[dict]:
             ratio_figure(f"{name} p50 / host p50", p50, host50, TARGET_P50),
             ratio_figure(f"{name} p95 / host p95", p95, host95, TARGET_P95),
         ]
+    if "quiesce" in samples:
+        figures.append(
+            figure(
+                "quiesce (before a restore), p50", percentile(samples["quiesce"], 50) * 1e3, "ms"
+            )
+        )
     return figures
 
 
@@ -92,6 +105,7 @@ def run(runs: int = RUNS) -> dict:
             calls = {"host": host_true}
             calls.update({name: sandbox_true(sandbox) for name, sandbox in opened.items()})
             samples = measure(calls, runs)
+            samples["quiesce"] = [timed(lambda: quiesce(workspace)) for _ in range(QUIESCE_RUNS)]
         finally:
             for sandbox in opened.values():
                 sandbox.close()
@@ -102,7 +116,9 @@ def run(runs: int = RUNS) -> dict:
     notes = (
         f"{runs} interleaved runs of each. A sandboxed command goes to a runner that lives in "
         "the sandbox (Docker: over a unix socket in the workspace, not through dockerd) and is "
-        "handed to a bash started ahead of time. "
+        "handed to a bash started ahead of time. `quiesce` is what every restore does first: "
+        "from the host, make sure no sandboxed process of the workspace lives (the Docker "
+        f"container's and any bwrap sandbox of it), {QUIESCE_RUNS} runs, nothing left to kill. "
     )
     notes += " ".join(f"{name} skipped: {reason}." for name, reason in skipped.items())
     return result("sandbox", figures_for(samples), notes, title="sandboxed shell round trip")

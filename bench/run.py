@@ -45,6 +45,7 @@ EXPECTED = {
     "queue": "distributed queue (RQ on Redis) versus the directory inbox (issue 17)",
     "processes": "cost of the leftover sweep per sandboxed command (issue 14)",
     "tasks": "small coding tasks, agents side by side on one small model (issue 24)",
+    "steps": "marginal cost per step by tool, workspace size and backend (issue 26)",
 }
 
 

@@ -172,10 +172,10 @@ class Runtime:
         model = self.config.llm_model or self.model.model_id or "(the server's loaded model)"
         window = f"{self.context_length} tokens" if self.context_length else "unknown"
         permission = f" · permission mode {mode}" if mode else ""
+        calls = self.tool_mode.describe() if self.model.reachable else "tool calls: not known yet"
         lines = [
             f"workspace {self.config.workspace} · sandbox {self.sandbox_description()}{permission}",
-            f"model {model} at {self.config.llm_url} · context {window} · "
-            + self.tool_mode.describe(),
+            f"model {model} at {self.config.llm_url} · context {window} · {calls}",
         ]
         if self.config.tool_set in ("compact", "tiny"):
             more = " (the others on demand)" if self.config.tool_set == "compact" else ""

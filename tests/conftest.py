@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -123,3 +124,25 @@ def running():
     yield start
     for proc in started:
         proc.kill()
+
+
+# --------------------------------------------------------------------------- attack counts
+
+ATTACK_LINE = re.compile(r"\b\d[\d,]* (?:restore )?attempts\b|\brestores=\d+")
+attack_lines: list[str] = []
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Keep the lines where an attack test (race, restore race, runner stopping) says how many
+    attempts it made, so a plain `pytest -q` run (CI) still shows them at its end."""
+    if report.when == "call" and report.passed:
+        for line in report.capstdout.splitlines():
+            if ATTACK_LINE.search(line):
+                attack_lines.append(f"{report.nodeid.split('::')[0]}: {line.strip()}")
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if attack_lines:
+        terminalreporter.section("attack attempts (0 escapes in each, or the test failed)")
+        for line in attack_lines:
+            terminalreporter.write_line(line)

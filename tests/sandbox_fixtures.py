@@ -18,6 +18,7 @@ from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import describe_backend, open_sandbox
 
 ISOLATING_BACKENDS = ("docker", "bwrap")
+SANDBOX_IMAGE = os.environ.get("SANDBOX_IMAGE") or SandboxConfig.image  # as the agent reads it
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +27,8 @@ def sandbox_engines() -> dict[str, tuple[bool, str]]:
     probe_dir = Path(tempfile.gettempdir()).resolve()
     engines = {}
     for backend in ISOLATING_BACKENDS:
-        name, reason = describe_backend(SandboxConfig(workspace=probe_dir, backend=backend))
+        cfg = SandboxConfig(workspace=probe_dir, backend=backend, image=SANDBOX_IMAGE)
+        name, reason = describe_backend(cfg)
         engines[backend] = (name == backend, reason)
     return engines
 
@@ -70,6 +72,7 @@ class SandboxMaker:
         require_engine(self.engines, backend)
         workspace = (workspace or self.tmp.mktemp(f"ws-{backend}")).resolve()
         self.workspaces.append(workspace)
+        config.setdefault("image", SANDBOX_IMAGE)
         sandbox = open_sandbox(SandboxConfig(workspace=workspace, backend=backend, **config))
         self.opened.append(sandbox)
         return sandbox
@@ -77,6 +80,12 @@ class SandboxMaker:
     def close_all(self) -> None:
         for sandbox in self.opened:
             sandbox.close()
+
+
+@pytest.fixture
+def sandbox_image() -> str:
+    """The image the Docker sandboxes of the tests use (SANDBOX_IMAGE, as for the agent)."""
+    return SANDBOX_IMAGE
 
 
 @pytest.fixture

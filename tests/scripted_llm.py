@@ -48,6 +48,9 @@ Errors
     ``status``          any HTTP status; ``body`` is sent as JSON (dict/list) or text (str;
                         JSON content type when the string parses as JSON).  ``headers``
                         adds response headers (e.g. ``Retry-After``).
+    ``progress``        llama.cpp's prompt progress, streamed before the reply when the request
+                        sets ``return_progress``: a list of ``{"total", "cache", "processed",
+                        "time_ms"}``, one chunk each, ``progress_delay`` seconds apart (default 0.5)
 Any turn
     ``delay``           seconds to wait before replying (added to the server's ``delay``)
     ``chunk_delay``     seconds to wait between stream chunks (default: server's)
@@ -154,6 +157,8 @@ _TURN_KEYS = frozenset(
         "headers",
         "delay",
         "chunk_delay",
+        "progress",
+        "progress_delay",
         "expect",
     }
 )
@@ -378,9 +383,9 @@ def _whole_message(content: str, reasoning: str, calls: list[dict[str, str]]) ->
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, llm: ScriptedLLM):
+    def __init__(self, llm: ScriptedLLM, port: int = 0):
         self.llm = llm
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import traceback
@@ -543,6 +548,7 @@ class ScriptedLLM:
         self._in_flight = 0
         self._stopping = threading.Event()
         self._server: _Server | None = None
+        self._last_port = 0
         self._thread: threading.Thread | None = None
         if turns:
             self.add(*turns)
@@ -553,7 +559,8 @@ class ScriptedLLM:
         if self._server is not None:
             return self
         self._stopping.clear()
-        self._server = _Server(self)
+        self._server = _Server(self, self._last_port)  # started again: the same URL
+        self._last_port = self._server.server_address[1]
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -591,9 +598,9 @@ class ScriptedLLM:
 
     @property
     def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("ScriptedLLM is not running")
-        return self._server.server_address[1]
+        if self._server is None and not self._last_port:
+            raise RuntimeError("ScriptedLLM was never started")
+        return self._last_port  # also once stopped: the URL a restart serves again
 
     @property
     def base_url(self) -> str:
@@ -835,6 +842,21 @@ class ScriptedLLM:
         else:
             self._complete(handler, turn, model, cid, created, calls, usage)
 
+    def _progress(self, handler, turn, ident) -> None:
+        """llama.cpp's progress chunks: an empty delta and `prompt_progress`."""
+        model, cid, created = ident
+        for progress in turn.get("progress") or ():
+            chunk = {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": None}],
+                "prompt_progress": progress,
+            }
+            handler.write_chunk(b"data: " + _json(chunk) + b"\n\n")
+            self._wait(handler, turn.get("progress_delay", 0.5))
+
     @staticmethod
     def tool_calls_of(turn: dict[str, Any], index: int) -> list[dict[str, str]]:
         """The calls of a turn, normalised: id, name and arguments as a JSON string."""
@@ -928,6 +950,8 @@ class ScriptedLLM:
         if drop_after is not None:
             handler.send_header("Connection", "close")
         handler.end_headers()
+        if body.get("return_progress"):
+            self._progress(handler, turn, (model, cid, created))
         for n, ev in enumerate(events):
             if n and chunk_delay > 0:
                 self._wait(handler, chunk_delay)

@@ -8,7 +8,8 @@ import argparse
 import io
 import json
 
-from lmagent.cli.terminal import Repl, TerminalIO
+from lmagent.cli.repl import Repl
+from lmagent.cli.terminal import TerminalIO
 from lmagent.core.workspace import Workspace
 from lmagent.loop.run import run_agent
 from tests.cli_process import cli, only_session
@@ -127,7 +128,8 @@ def test_the_terminal_shows_a_failed_commands_exit_code_and_its_error_output(
     shown = terminal_run(workspace, llm, tool_call("shell", {"command": command}))
     assert "✗ shell: command exited with code 2" in shown
     assert "    │ no such option: -x\n" in shown
-    assert "    │ red\n" in shown  # the command's own escapes are not passed to the terminal
+    # the command's own escapes are shown, written out, never passed to the terminal
+    assert "    │ \\x1b[31mred\n" in shown
 
 
 def test_the_terminal_shows_each_change_as_a_coloured_diff(workspace, llm):

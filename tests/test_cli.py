@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from lmagent.cli.terminal import Repl, TerminalIO
+from lmagent.cli.repl import Repl
+from lmagent.cli.terminal import TerminalIO
 from lmagent.scheduler.service import start_background
 from lmagent.sessions.store import SessionStore
 from tests.cli_process import ROOT, Running, cli, cli_env, only_session
@@ -375,7 +376,10 @@ def test_the_repl_hosts_the_scheduler_and_reports_its_runs_apart(workspace, llm,
     assert code == 0, stderr
     scheduled = next(m for m in SessionStore(workspace).list() if m["source"] == "scheduler")
     assert started == f"[scheduled] session {scheduled['id']} started: tidy the notes\n"
-    assert ended.startswith(f"[scheduled] session {scheduled['id']} completed · 1 iterations")
+    assert ended.startswith(
+        f"[scheduled] session {scheduled['id']} completed · answered without using any tool: "
+        "no file changed, no command run · 1 iterations"
+    )
     assert status == f"scheduler: running (pid {proc.proc.pid})\n"
     assert scheduled["status"] == "completed"
 

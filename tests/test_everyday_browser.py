@@ -12,7 +12,7 @@ import pytest
 from lmagent.sessions.store import SessionStore
 from tests.cli_process import closed_port_url
 from tests.conftest import make_config
-from tests.scripted_llm import ScriptedLLM, text
+from tests.scripted_llm import ScriptedLLM, text, tool_call
 from tests.test_web_browser import OUTPUT, PNG, Page, browser  # noqa: F401 - the fixture
 from tests.test_web_support import WebHarness
 
@@ -264,3 +264,69 @@ def test_the_server_state_is_rechecked_while_the_page_is_open(tabs, workspace):
             assert "cannot reach the LLM server" in tab.page.text_content("#server-down")
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_server_that_stops_is_noticed_within_seconds_without_any_action(tabs, workspace, size):
+    server = ScriptedLLM().start()
+    try:
+        with WebHarness(make_config(workspace, server)) as web:  # the default rechecks
+            tab = tabs(web, **size)
+            tab.sign_in()
+            tab.wait_text("#server-state", "server ready")
+            server.stop()
+            tab.wait_text("#server-state", "server unreachable", timeout=8_000)
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- smaller points
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_icons_ship_with_the_page_and_an_empty_search_says_no_matches(tabs, web, workspace, size):
+    a_session(workspace, "write the release notes")
+    tab = tabs(web, **size)
+    tab.sign_in()
+    if size is PHONE:
+        tab.page.click("#toggle-side")
+    delete = tab.page.locator("button[aria-label='Delete write the release notes']")
+    delete.locator("svg").wait_for()  # drawn by the page, not an emoji glyph
+    assert delete.locator("svg path").count() == 5 and delete.text_content() == ""
+    assert delete.locator("svg").bounding_box()["width"] == 16
+    assert tab.page.is_hidden("#session-none")
+    tab.page.fill("#session-search", "photos")
+    tab.wait_text("#session-none", "no matches")
+    assert tab.page.is_visible("#session-none") and session_names(tab) == []
+    tab.page.fill("#session-search", "")
+    assert tab.page.is_hidden("#session-none")
+
+
+def test_the_phone_header_has_new_and_shows_the_whole_sandbox_line(tabs, web):
+    tab = tabs(web, **PHONE)
+    tab.sign_in()
+    tab.wait_text("#server-state", "server ready")
+    assert tab.page.is_visible("#new-chat")
+    sandbox = tab.page.locator("#server-sandbox")
+    assert sandbox.text_content()
+    cut = tab.page.evaluate(
+        "() => { const f = document.querySelector('#server-sandbox').parentElement;"
+        " return f.scrollWidth > f.clientWidth + 1; }"
+    )
+    assert not cut, "the sandbox line is cut off"
+    assert tab.page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_restore_that_would_change_nothing_offers_no_restore(tabs, web, llm, workspace, size):
+    llm.add(tool_call("write", {"path": "a.txt", "content": "A\n"}), text("Done.\nTASK_COMPLETE"))
+    tab = tabs(web, **size)
+    tab.sign_in()
+    tab.send("write a.txt")
+    tab.page.wait_for_selector(".ending.completed")
+    (workspace / "a.txt").unlink()  # as it was before step 1
+    tab.page.locator(".change-view .restore-button").first.click()
+    tab.wait_text(".restore-confirm", "restoring would change nothing")
+    assert tab.page.locator(".restore-confirm button.allow").count() == 0
+    tab.page.click(".restore-confirm button.deny")
+    assert tab.page.locator(".restore-confirm").count() == 0

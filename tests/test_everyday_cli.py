@@ -48,6 +48,8 @@ def test_the_repl_without_a_server_says_so_once(workspace):
     assert done.returncode == 0, done.stderr
     banner, _, status = done.stdout.partition("/status\n")
     assert banner.count("cannot reach the LLM server") == 1
+    assert "tool calls: not known yet" in banner  # no claim about a server never reached
+    assert "takes tool definitions" not in banner
     assert banner.count(f"workspace {workspace}") == 1 and "permission mode auto" in banner
     assert status.count(f"workspace {workspace}") == 1 and status.count("· context") == 1
     assert "permission mode auto" in status

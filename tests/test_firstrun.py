@@ -85,6 +85,7 @@ def test_declining_uses_lm_workspace_a_typed_url_and_saves_nothing(project, home
     run.type("")
     shown = run.expect("Server URL [http://localhost:1234/v1/chat/completions]: ")
     assert "No LLM server answered (LM Studio" in shown
+    assert "run with --embedded: a small bundled model" in " ".join(shown.split())
     run.type("localhost:1234")  # no scheme: refused, asked again
     run.expect("is not valid")
     run.type(llm.url)

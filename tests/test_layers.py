@@ -26,6 +26,7 @@ LAYERS = [
     ("subagents",),
     ("runtime",),
     ("scheduler",),
+    ("commands",),
     ("cli", "web"),
     ("__main__",),
 ]

@@ -380,7 +380,7 @@ def test_repl_ps_kill_and_status(require_backend, workspace, llm):
     log = re.search(r"p1   exited 143 echo up; sleep 300  \(log: (\S+)\)", out)
     assert log, out
     assert (workspace / log[1]).read_text() == "up\n"
-    assert "p1 stopped (exit code 143)" in out
+    assert "p1 has already ended (exit code 143); nothing to stop" in out  # as /ps said
     assert "there is no background process 'p9'" in out
     assert "usage: /kill ID (the ids are in /ps)" in out
     assert "process p1   exited 143 echo up; sleep 300" in out.partition("/status")[2]
@@ -430,7 +430,7 @@ def test_web_panel_shows_live_output_and_stops_a_process(browser, require_backen
             missing = http.post(web.base + "/api/processes/p9/kill", timeout=5)
             assert (missing.status_code, missing.json()) == (
                 404,
-                {"error": "there is no background process 'p9'"},
+                {"error": "there is no background process 'p9'; /ps lists them"},
             )
             assert tab.console == []
         finally:

@@ -416,6 +416,53 @@ def test_embedded_run_ends_and_leaves_no_server_behind(workspace, how):
     assert processes_with("lmagent/llm/embedded.py", "--port", port) == []
 
 
+def test_the_web_ui_with_embedded_starts_the_same_server_and_runs_on_it(workspace):
+    """`lmagent-web --embedded`: the embedded server starts with the page, a chat runs on it,
+    and Ctrl+C (SIGTERM) leaves neither server behind."""
+    import requests
+
+    from tests.conftest import free_port
+
+    env = agent_env(workspace, "embedded", MAX_ITERATIONS="1", LLM_MAX_TOKENS="16")
+    del env["LLM_URL"]
+    port = free_port()
+    env.update(AGENT_TOKEN="424242", AGENT_HOST="127.0.0.1", AGENT_PORT=str(port))
+    web = subprocess.Popen(
+        [sys.executable, str(ROOT / "agent_web.py"), "--embedded"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    shown = ""
+    try:
+        for line in web.stdout:
+            shown += line
+            if "Port:" in line:
+                break
+        need("could not fetch the bundled model" not in shown, shown)
+        ready = re.search(r"embedded model ready at http://127\.0\.0\.1:(\d+)", shown)
+        assert ready, shown
+        http = requests.Session()
+        http.headers["Authorization"] = "Bearer 424242"
+        base = f"http://127.0.0.1:{port}"
+        server = http.get(base + "/api/server", timeout=30).json()
+        assert server["state"] == "reachable", server
+        started = http.post(base + "/api/chat", json={"message": "hi"}, timeout=10)
+        assert started.status_code == 202, started.text
+        deadline = time.monotonic() + 200
+        while http.get(base + "/api/status", timeout=10).json().get("run"):
+            assert time.monotonic() < deadline, "the run on the embedded model never ended"
+            time.sleep(1)
+    finally:
+        web.terminate()
+        web.wait(timeout=60)
+    embedded_port = ready.group(1)
+    assert not port_open(int(embedded_port))
+    assert processes_with("lmagent/llm/embedded.py", "--port", embedded_port) == []
+
+
 def test_embedded_server_exits_when_its_parent_is_killed():
     """SIGKILL leaves no `finally:` to stop the server: it notices its stdin pipe closing."""
     need_module("xllamacpp")

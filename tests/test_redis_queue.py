@@ -7,11 +7,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
+import zlib
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta, timezone
@@ -72,17 +75,18 @@ def redis_server(tmp_path):
 
 
 @pytest.fixture
-def workers(tmp_path, redis_server):
-    """Start queue workers (`start(llm, name)`); each is killed with its process group."""
+def workers(tmp_path, tmp_path_factory, redis_server):
+    """Start queue workers (`start(llm, name)`); each is killed with its process group. Each
+    has a WORKSPACE of its own (`.root`) and accepts task workspaces under `tmp_path`."""
     started: list[subprocess.Popen] = []
 
     def start(llm: ScriptedLLM, name: str, lease: int = 2, clock: str = "") -> subprocess.Popen:
         """`clock`: how far this worker's clock is off, for libfaketime ("-1h", "+1h")."""
-        root = tmp_path / f"machine-{name}"
-        root.mkdir(exist_ok=True)
+        root = tmp_path_factory.mktemp(f"machine-{name}")
         env = dict(
             os.environ,
             WORKSPACE=str(root),
+            QUEUE_WORKSPACE_ROOTS=str(tmp_path),
             LLM_URL=llm.url,
             LLM_RETRY_DELAY="0.01",
             SCHEDULER_LEASE=str(lease),
@@ -95,7 +99,7 @@ def workers(tmp_path, redis_server):
              redis_server.url],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-        process.log = log
+        process.log, process.root = log, root
         started.append(process)
         return process
 
@@ -224,6 +228,14 @@ def test_an_unreachable_queue_is_one_line_and_exit_1(tmp_path):
         assert f"cannot reach the queue at {url}" in done.stderr
 
 
+def test_a_queue_password_is_never_printed(tmp_path):
+    url = f"rediss://lm:s3cret@127.0.0.1:{free_port()}/0"
+    for args in (("--submit", "hello"), ("--scheduler-status",), ("--scheduler",)):
+        done = cli(*args, "--queue", url, WORKSPACE=str(tmp_path))
+        assert done.returncode == 1
+        assert "rediss://lm:***@127.0.0.1" in done.stderr and "s3cret" not in done.stderr
+
+
 def test_a_wrong_queue_url_names_the_setting(tmp_path):
     done = cli("--submit", "hello", "--queue", "http://localhost:6379", WORKSPACE=str(tmp_path))
     assert done.returncode == 1
@@ -253,37 +265,61 @@ def test_a_workspace_missing_on_every_worker_fails_with_each_reason(
         llm.stop()
 
 
-def test_a_git_remote_task_is_cloned_run_and_pushed_as_its_result_branch(
-    tmp_path, redis_server, workers
+def test_a_git_remote_task_is_run_and_pushed_and_what_its_model_planted_never_runs(
+    tmp_path, tmp_path_factory, redis_server, workers
 ):
-    origin, seed = tmp_path / "origin.git", tmp_path / "seed"
-    run = lambda *args, cwd=None: subprocess.run(  # noqa: E731
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd, check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    run("init", "--quiet", "--bare", "--initial-branch=main", str(origin))
-    run("clone", "--quiet", str(origin), str(seed))
-    (seed / "README").write_text("hello\n")
-    run("add", "README", cwd=seed)
-    run("commit", "--quiet", "-m", "seed", cwd=seed)
-    run("push", "--quiet", "origin", "HEAD:main", cwd=seed)
+    from tests.test_scheduler_git import make_origin
+
+    origin = make_origin(tmp_path_factory.mktemp("remote"))
+    marker = tmp_path_factory.mktemp("markers") / "ran"
+    plant = (
+        f"printf '#!/bin/sh\\ntouch {marker}-$(basename $0)\\n' > .git/hooks/pre-commit && "
+        "chmod +x .git/hooks/pre-commit && for h in post-commit pre-push reference-transaction "
+        "post-index-change; do cp .git/hooks/pre-commit .git/hooks/$h; done && "
+        f"git config core.fsmonitor 'touch {marker}-fsmonitor' && "
+        f"git config alias.add '!touch {marker}-alias' && "
+        f"git config filter.evil.clean 'touch {marker}-filter' && "
+        "echo '* filter=evil' > .gitattributes && "
+        "(setsid sh -c 'while :; do echo x >> alive.log; sleep 0.2; done' >/dev/null 2>&1 &)"
+    )
     write = {"name": "write", "arguments": {"path": "result.txt", "content": "42\n"}}
-    llm = ScriptedLLM([{"tool_calls": [write]}, DONE]).start()
+    shell = {"name": "shell", "arguments": {"command": plant}}
+    llm = ScriptedLLM([{"tool_calls": [write]}, {"tool_calls": [shell]}, DONE]).start()
     try:
         config = queue_config(tmp_path, redis_server.url)
         task_id = redis_queue.submit(
             config, {"task": "write result.txt", "git": str(origin), "branch": "main"}
         )
-        workers(llm, "a")
-        wait_for(lambda: outcomes(redis_server.url), 30, "the task to finish")
+        worker = workers(llm, "a")
+        wait_for(lambda: outcomes(redis_server.url), 60, "the task to finish")
         (record,) = outcomes(redis_server.url)
         assert (record["status"], record["branch"]) == (STATUS_COMPLETED, f"lmagent/{task_id}")
-        shown = run("--git-dir", str(origin), "show", f"lmagent/{task_id}:result.txt")
-        assert shown.stdout == "42\n"
-        files = run("--git-dir", str(origin), "ls-tree", "-r", "--name-only", f"lmagent/{task_id}")
-        assert files.stdout.split() == ["README", "result.txt"]  # no .lmagent/ pushed
+        planted = json.loads(llm.requests[2]["messages"][-1]["content"])
+        assert planted["exit_code"] == 0, planted
+        work = worker.root / ".lmagent" / "queue" / "work" / task_id
+        assert "fsmonitor" in (work / ".git" / "config").read_text()
+        assert list(marker.parent.iterdir()) == []
+        shown = git_show(origin, f"lmagent/{task_id}:result.txt")
+        assert shown == "42\n"
+        files = git_show(origin, f"lmagent/{task_id}", "ls-tree", "-r", "--name-only")
+        pushed = [name for name in files.split() if name != "alive.log"]
+        assert pushed == [".gitattributes", "README", "result.txt"]  # no .lmagent/, no .git/
+        alive = work / "alive.log"
+        size = alive.stat().st_size if alive.exists() else 0
+        time.sleep(1)
+        assert (alive.stat().st_size if alive.exists() else 0) == size  # nothing left running
+        said = (tmp_path / "worker-a.log").read_text()
+        assert f"worker: start {task_id} in {worker.root}" in said
     finally:
         llm.stop()
+
+
+def git_show(origin: Path, what: str, *command: str) -> str:
+    command = command or ("show",)
+    done = subprocess.run(
+        ["git", "--git-dir", str(origin), *command, what], capture_output=True, text=True
+    )
+    return done.stdout
 
 
 def test_a_redis_restart_mid_drain_loses_no_acknowledged_task(tmp_path, redis_server, workers):
@@ -303,20 +339,179 @@ def test_a_redis_restart_mid_drain_loses_no_acknowledged_task(tmp_path, redis_se
         llm.stop()
 
 
-def test_a_poisoned_task_is_failed_after_its_tries_with_the_error(tmp_path, redis_server, workers):
-    llm = ScriptedLLM([]).start()
+def forged_callback(*args) -> None:
+    """What a forged job names as its callback: leaves a mark in the worker's WORKSPACE."""
+    (Path(os.environ["WORKSPACE"]) / "callback-ran").write_text("ran")
+
+
+FORGED = "tests.test_redis_queue.forged_callback"
+
+
+def plant(connection, job_id: str, fields: dict) -> None:
+    """Write a job into Redis as anyone who can write to it might, and queue it."""
+    connection.hset(f"rq:job:{job_id}", mapping=fields)
+    connection.rpush(f"rq:queue:{redis_queue.QUEUE_NAME}", job_id)
+
+
+def forged_jobs(connection, legit: dict, workspace: Path) -> dict[str, tuple[dict, str]]:
+    """job id → (its fields, the reason it must be refused with)."""
+    pickled = zlib.compress(pickle.dumps(("os.system", None, ["touch /tmp/x"], {})))
+    good = {k.decode(): v for k, v in legit.items()}
+    ids = iter(redis_queue.new_task_id() for _ in range(20))
+    payload = {"task": "x", "mode": "auto", "workspace": {"path": str(workspace)}}
+    data = lambda **change: zlib.compress(  # noqa: E731
+        json.dumps([redis_queue.JOB_FUNCTION, None, [], {"payload": {**payload, **change}}])
+        .encode()
+    )  # fmt: skip
+    return {
+        next(ids): ({**good, "success_callback_name": FORGED}, "success_callback_name"),
+        next(ids): ({**good, "failure_callback_name": FORGED}, "failure_callback_name"),
+        next(ids): ({**good, "stopped_callback_name": FORGED}, "stopped_callback_name"),
+        next(ids): ({**good, "dependency_ids": '["task-x"]'}, "dependency_ids"),
+        next(ids): ({**good, "webhooks": '[{"url": "http://127.0.0.1:9/"}]'}, "webhooks"),
+        next(ids): ({**good, "repeats_left": "3"}, "repeats_left"),
+        next(ids): ({**good, "data": pickled}, "cannot be read as JSON (pickled"),
+        next(ids): ({**good, "meta": pickle.dumps({"a": 1})}, "cannot be read as JSON (pickled"),
+        next(ids): (
+            {**good, "data": zlib.compress(json.dumps([FORGED, None, [], {}]).encode())},
+            f"not an lmagent task ({FORGED}); never run",
+        ),
+        next(ids): ({**good, "data": data(mode=None)}, "'mode' must be one of"),
+        next(ids): ({**good, "data": data(workspace=7)}, "names no workspace path or git remote"),
+        next(ids): ({**good, "data": data(extra=1)}, "its payload is not a task's"),
+        next(ids): ({**good, "data": b"\x80garbage"}, "cannot be read as JSON"),
+        "/etc/lmagent-forged": (good, "job id '/etc/lmagent-forged' is not an lmagent task id"),
+        "../../escape": (good, "is not an lmagent task id"),
+    }
+
+
+def shared_config(tmp_path: Path, url: str):
+    """The config of a submitter on the shared workspace `tmp_path/shared` (made here)."""
+    (tmp_path / "shared").mkdir()
+    return queue_config(tmp_path / "shared", url)
+
+
+def soon(seconds: float) -> str:
+    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
+
+
+def a_queued_task(tmp_path: Path, url: str) -> tuple:
+    """(config, connection, queue, job): a task as --submit queues it, on `tmp_path/shared`."""
+    config = shared_config(tmp_path, url)
+    connection = redis_queue.connect(url)
+    queue = redis_queue.rq_queue(connection)
+    job = redis_queue.enqueue(queue, redis_queue.task_payload(config, {"task": "x"}))
+    return config, connection, queue, job
+
+
+def test_forged_and_undecodable_jobs_are_refused_once_and_never_acted_on(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([DONE]).start()
     try:
-        config = queue_config(tmp_path, redis_server.url)
-        queue = redis_queue.rq_queue(redis_queue.connect(redis_server.url))
-        poisoned = {"task": "x", "workspace": {"path": str(tmp_path)}}  # written by hand: no mode
-        job = redis_queue.enqueue(queue, poisoned)
+        config, connection, queue, template = a_queued_task(tmp_path, redis_server.url)
+        workspace = config.workspace
+        legit = connection.hgetall(f"rq:job:{template.id}")
+        connection.delete(f"rq:job:{template.id}")  # the template itself: gone before a worker
+        forged = forged_jobs(connection, legit, workspace)
+        for job_id, (fields, _) in forged.items():
+            plant(connection, job_id, fields)
+        foreign = queue.enqueue("os.system", f"touch {tmp_path / 'os-system-ran'}")
+        worker = workers(llm, "a")
+        wait_for(
+            lambda: len(outcomes(redis_server.url)) >= len(forged) + 1, 40, "every job refused"
+        )
+        after = redis_queue.submit(config, {"task": "a real task"})  # the worker keeps going
+        wait_for(lambda: len(outcomes(redis_server.url)) >= len(forged) + 2, 30, "the task")
+        records = {r["task_id"]: r for r in outcomes(redis_server.url)}
+        for job_id, (_, reason) in forged.items():
+            assert records[job_id]["status"] == "refused", job_id
+            assert reason in records[job_id]["error"], (job_id, records[job_id]["error"])
+        assert records[foreign.id]["status"] == "refused"  # RQ's own enqueue: its id already
+        assert records[after]["status"] == STATUS_COMPLETED
+        failed = set(redis_queue.status(config)["failed"])
+        assert failed == {*forged, foreign.id}
+        assert not (worker.root / "callback-ran").exists()
+        assert not (tmp_path / "os-system-ran").exists()
+        assert len(llm.requests) == 1  # only the real task reached the model
+        said = (tmp_path / "worker-a.log").read_text()
+        assert said.count("taking tasks from") == 1 and "Traceback" not in said  # no restart
+    finally:
+        llm.stop()
+
+
+def test_jobs_planted_where_rqs_maintenance_looks_are_refused_without_calling_anything(
+    tmp_path, redis_server, workers
+):
+    """RQ's cleanup fetches the jobs in the started-job registry (calling the failure callback
+    of one whose worker died) and in the list of taken jobs: jobs written straight there must
+    not make a worker import anything, nor crash it."""
+    llm = ScriptedLLM([DONE]).start()
+    try:
+        config, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
+        connection.lrem(queue.key, 1, job.id)
+        legit = {k.decode(): v for k, v in connection.hgetall(f"rq:job:{job.id}").items()}
+        connection.hset(
+            f"rq:job:{job.id}", mapping={"status": "started", "failure_callback_name": FORGED}
+        )
+        garbled, pickled = redis_queue.new_task_id(), redis_queue.new_task_id()
+        connection.hset(f"rq:job:{garbled}", mapping={**legit, "retries_left": "many"})
+        connection.hset(f"rq:job:{pickled}", mapping={**legit, "data": pickle.dumps(("x",))})
+        started = f"rq:wip:{redis_queue.QUEUE_NAME}"
+        connection.zadd(started, {f"{job.id}:forged": 1, f"{garbled}:forged": 1})
+        connection.rpush(f"{queue.key}:intermediate", pickled)
+        due = redis_queue.new_task_id()
+        connection.hset(f"rq:job:{due}", mapping={**legit, "created_at": "yesterday"})
+        connection.zadd(f"rq:scheduled:{redis_queue.QUEUE_NAME}", {due: 1})
+        worker = workers(llm, "a")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four refused")
+        later = redis_queue.submit(config, {"task": "after them", "not_before": soon(2)})
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 5, 40, "a scheduled task to run")
+        records = {r["task_id"]: r for r in outcomes(redis_server.url)}
+        assert {records[i]["status"] for i in (job.id, garbled, pickled, due)} == {"refused"}
+        assert records[later]["status"] == STATUS_COMPLETED  # RQ's scheduler still works
+        assert "failure_callback_name" in records[job.id]["error"]
+        assert "its fields cannot be decoded (ValueError" in records[garbled]["error"]
+        assert not (worker.root / "callback-ran").exists()
+        said = (tmp_path / "worker-a.log").read_text()
+        assert said.count("taking tasks from") == 1 and "Traceback" not in said  # no restart
+    finally:
+        llm.stop()
+
+
+def test_workspaces_outside_the_roots_are_refused_with_the_reason(
+    tmp_path, tmp_path_factory, redis_server, workers
+):
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "secret.txt").write_text("host file\n")
+    (tmp_path / "link").symlink_to(outside)
+    (tmp_path / "proj" / ".lmagent" / "sessions").mkdir(parents=True)
+    (tmp_path / "shared").mkdir()
+    llm = ScriptedLLM([DONE]).start()
+    try:
+        config = queue_config(tmp_path / "shared", redis_server.url)
+        attempts = {
+            str(outside): "is outside this worker's QUEUE_WORKSPACE_ROOTS",
+            f"{tmp_path}/shared/../../{outside.name}": "is outside this worker's",
+            str(tmp_path / "link"): "is outside this worker's",
+            "shared": "is not an absolute path",
+            str(tmp_path / "proj" / ".lmagent" / "sessions"): "inside an agent's own data",
+        }
+        ids = {
+            redis_queue.submit(config, {"task": "read secret.txt", "workspace": path}): reason
+            for path, reason in attempts.items()
+        }
         workers(llm, "a")
-        workers(llm, "b")
-        wait_for(lambda: redis_queue.status(config)["failed"], 40, "the task to fail")
-        job.refresh()
-        assert job.retries_left == 0
-        assert "KeyError: 'mode'" in job.latest_result().exc_string
-        assert llm.requests == []
+        wait_for(lambda: len(outcomes(redis_server.url)) >= len(ids), 90, "every refusal")
+        good = redis_queue.submit(config, {"task": "fine"})
+        wait_for(lambda: len(outcomes(redis_server.url)) > len(ids), 30, "the good task")
+        records = {r["task_id"]: r for r in outcomes(redis_server.url)}
+        for task_id, reason in ids.items():
+            assert records[task_id]["status"] == "failed"
+            assert reason in records[task_id]["error"], records[task_id]["error"]
+        assert records[good]["status"] == STATUS_COMPLETED
+        assert len(llm.requests) == 1
+        assert not (outside / ".lmagent").exists()  # no session was made there
     finally:
         llm.stop()
 
@@ -354,11 +549,34 @@ def test_two_workers_never_run_in_one_shared_workspace_at_once(tmp_path, redis_s
         workers(llm, "a")
         workers(llm, "b")
         wait_for(lambda: len(outcomes(redis_server.url)) >= 4, 40, "the four tasks")
-        spans = sorted(
-            (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
-            for r in outcomes(redis_server.url)
-        )
-        assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+        assert_no_two_runs_at_once(redis_server.url)
+    finally:
+        llm.stop()
+
+
+def assert_no_two_runs_at_once(url: str) -> None:
+    spans = sorted(
+        (start := datetime.fromisoformat(r["started"]).timestamp(), start + r["duration_s"])
+        for r in outcomes(url)
+    )
+    assert all(end <= next_start for (_, end), (next_start, _) in pairwise(spans))
+
+
+def test_tasks_in_nested_workspaces_never_run_at_once(tmp_path, redis_server, workers):
+    """A run's sandbox could swap a folder of its workspace for a link out of the roots, so a
+    workspace inside it (or around it) must not be mounted meanwhile."""
+    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=1.5)] * 3).start()
+    try:
+        deeper = tmp_path / "shared" / "inner" / "deeper"
+        deeper.mkdir(parents=True)
+        for workspace in (tmp_path / "shared", deeper, deeper.parent):
+            redis_queue.submit(queue_config(workspace, redis_server.url), {"task": "work"})
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for(lambda: len(outcomes(redis_server.url)) >= 3, 60, "the three tasks")
+        assert_no_two_runs_at_once(redis_server.url)
+        said = (tmp_path / "worker-a.log").read_text() + (tmp_path / "worker-b.log").read_text()
+        assert "workspace in use by another run (in " in said
     finally:
         llm.stop()
 
@@ -426,6 +644,17 @@ def test_submit_prints_the_task_id_and_status_shows_it_scheduled(tmp_path, redis
     assert f"{task_id} not before" in shown
 
 
+def test_status_shows_what_a_queue_writer_chose_escaped(tmp_path, redis_server):
+    _, connection, queue, job = a_queued_task(tmp_path, redis_server.url)
+    connection.lrem(queue.key, 1, job.id)
+    connection.hset(f"rq:job:{job.id}", "description", "\x1b]0;owned\x07\x1b[2J\nforged line")
+    connection.zadd(f"rq:wip:{redis_queue.QUEUE_NAME}", {f"{job.id}:x": 2**40})
+    shown = cli("--scheduler-status", "--queue", redis_server.url, WORKSPACE=str(tmp_path))
+    assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout
+    (line,) = [line for line in shown.stdout.splitlines() if "running" in line and job.id in line]
+    assert line.endswith("\\x1b]0;owned\\x07\\x1b[2J\\nforged line")
+
+
 def test_the_web_scheduler_panel_shows_the_queue(tmp_path, redis_server):
     from lmagent.web.app import create_app
 
@@ -471,27 +700,6 @@ def test_a_worker_stopped_mid_task_hands_it_over_and_the_session_resumes(
         sessions = list((workspace / ".lmagent" / "sessions").glob("*.meta.json"))
         assert len(sessions) == 1 and record["session_id"] in sessions[0].name
         assert len(llm.requests) == 2
-    finally:
-        llm.stop()
-
-
-def test_foreign_and_malformed_jobs_are_failed_and_never_run(tmp_path, redis_server, workers):
-    llm = ScriptedLLM([]).start()
-    try:
-        planted = tmp_path / "planted"
-        config = queue_config(tmp_path, redis_server.url)
-        queue = redis_queue.rq_queue(redis_queue.connect(redis_server.url))
-        foreign = queue.enqueue("os.system", f"touch {planted}")
-        nowhere = redis_queue.enqueue(queue, {"task": "x", "mode": "auto", "workspace": 7})
-        workers(llm, "a")
-        wait_for(lambda: len(redis_queue.status(config)["failed"]) == 2, 40, "both to fail")
-        foreign.refresh()
-        assert "not an lmagent task (os.system); never run" in foreign.latest_result().exc_string
-        nowhere.refresh()
-        assert "the task names no workspace path or git remote: 7" in (
-            nowhere.latest_result().exc_string
-        )
-        assert not planted.exists() and llm.requests == []
     finally:
         llm.stop()
 
@@ -582,3 +790,141 @@ def test_a_task_of_a_killed_skewed_worker_is_taken_within_the_bound(
         assert len(llm.requests) == 2
     finally:
         llm.stop()
+
+
+# --------------------------------------------------------------------------- the model server
+
+
+def test_tasks_stay_queued_while_the_model_server_is_down_and_run_when_it_is_back(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([DONE]).start()
+    llm.stop()  # the server is down, its URL known
+    try:
+        config = shared_config(tmp_path, redis_server.url)
+        workspace = config.workspace
+        workers(llm, "a")
+        log = tmp_path / "worker-a.log"
+        wait_for(lambda: "no model server answers at" in log.read_text(), 30, "the worker to say")
+        task_id = redis_queue.submit(config, {"task": "needs the model"})
+        time.sleep(3)  # a worker that took it would have failed it by now
+        info = redis_queue.status(config)
+        assert info["queued"] == [task_id] and outcomes(redis_server.url) == []
+        assert [n["url"] for n in info["waiting_for_model"]] == [llm.url]
+        shown = cli("--scheduler-status", "--queue", redis_server.url, WORKSPACE=str(workspace))
+        assert f"no model server answers at {llm.url}" in shown.stdout
+        assert log.read_text().count("no model server answers at") == 1  # said once
+        llm.start()
+        wait_for(lambda: outcomes(redis_server.url), 60, "the task to run")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        assert "answers again; taking tasks" in log.read_text()
+        assert redis_queue.status(config)["waiting_for_model"] == []
+    finally:
+        llm.stop()
+
+
+def test_a_task_whose_model_server_goes_away_mid_run_is_put_back_not_failed(
+    tmp_path, redis_server, workers
+):
+    llm = ScriptedLLM([text("working on it", delay=30), DONE]).start()
+    try:
+        config = shared_config(tmp_path, redis_server.url)
+        workspace = config.workspace
+        task_id = redis_queue.submit(config, {"task": "long"})
+        workers(llm, "a")
+        llm.wait_for_requests(1, timeout=30)
+        llm.stop()  # mid-reply
+        log = tmp_path / "worker-a.log"
+        wait_for(lambda: f"put {task_id} back on the queue" in log.read_text(), 30, "put back")
+        llm.start()
+        wait_for(lambda: outcomes(redis_server.url), 60, "the task to finish")
+        (record,) = outcomes(redis_server.url)
+        assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
+        job = redis_queue.rq_queue(redis_queue.connect(redis_server.url)).fetch_job(task_id)
+        assert job.retries_left == redis_queue.MAX_TRIES - 1  # no try spent
+        sessions = list((workspace / ".lmagent" / "sessions").glob("*.meta.json"))
+        assert len(sessions) == 1 and record["session_id"] in sessions[0].name  # resumed
+    finally:
+        llm.stop()
+
+
+def test_submit_says_how_many_workers_take_tasks(tmp_path, redis_server, workers):
+    llm = ScriptedLLM([DONE]).start()
+    try:
+        args = ("--queue", redis_server.url, "--workspace", str(tmp_path))
+        later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
+        done = cli("--submit", "report", "--not-before", later, *args)
+        assert "no worker takes tasks from" in done.stderr
+        workers(llm, "a")
+        workers(llm, "b")
+        wait_for_workers(queue_config(tmp_path, redis_server.url), 2)
+        done = cli("--submit", "report", "--not-before", later, *args)
+        assert f"2 workers take tasks from {redis_server.url}" in done.stderr
+        assert done.stdout.strip().startswith("task-")  # what scripts keep, alone on stdout
+    finally:
+        llm.stop()
+
+
+def test_a_worker_with_embedded_starts_the_clis_embedded_server_and_stops_it(
+    tmp_path, redis_server
+):
+    from tests.realmodel_fixtures import need_model, need_module
+
+    need_module("xllamacpp")
+    need_model()
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, str(ROOT / "agent_main.py"), "--scheduler", "--embedded",
+             "--queue", redis_server.url, "--workspace", str(tmp_path)],
+            env=dict(os.environ, ENABLE_MCP="false"), cwd=ROOT, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            said = wait_for(
+                lambda: "taking tasks from" in (text := log.read_text()) and text, 120, "start"
+            )
+            url = said.split("embedded model ready at ")[1].split()[0]
+            time.sleep(2)  # it would say so now if it found no model server
+            assert "no model server answers" not in log.read_text()
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(60) == 0
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    port = int(url.rsplit(":", 1)[1])
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass  # the embedded server went with the worker
+
+
+def test_a_queue_over_tls_verifies_the_servers_certificate(tmp_path):
+    """README: beyond one machine, rediss:// (TLS) with the server's CA certificate."""
+    need(shutil.which("openssl") is not None, "openssl is not installed")
+    need(shutil.which("redis-server") is not None, "redis-server is not installed")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(tmp_path / "key.pem"), "-out", str(tmp_path / "cert.pem"),
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+         "--tls-cert-file", str(tmp_path / "cert.pem"), "--tls-key-file", str(tmp_path / "key.pem"),
+         "--tls-auth-clients", "no", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        trusted = f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={tmp_path / 'cert.pem'}"
+        done = wait_for(
+            lambda: (d := cli("--submit", "hi", "--queue", trusted, WORKSPACE=str(tmp_path)))
+            .returncode == 0 and d, 20, "the TLS queue to take a task",
+        )  # fmt: skip
+        assert done.stdout.startswith("task-")
+        untrusted = cli("--scheduler-status", "--queue", f"rediss://127.0.0.1:{port}/0")
+        assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+    finally:
+        server.kill()
+        server.wait()

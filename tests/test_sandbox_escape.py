@@ -19,6 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from lmagent.tools.registry import Services
+from lmagent.tools.toolset import build_toolset
+from tests.conftest import make_config, tool_context
+
 pytest_plugins = ["tests.sandbox_fixtures"]  # sandbox, shared_sandbox, make_sandbox, ...
 
 
@@ -338,3 +342,29 @@ def test_memory_bomb_is_killed_and_reported(sandbox):
     )
     assert several.error and "memory limit" in several.error
     assert sandbox.run("echo survived").output == "survived\n"
+
+
+@pytest.mark.parametrize("backend", ["docker", "bwrap"])
+def test_a_path_built_in_a_variable_passes_the_check_but_not_the_wall(
+    backend, require_backend, sandbox_image, tmp_path_factory, test_workspaces, token
+):
+    """SHELL_WORKSPACE_ONLY reads the command's text, so a path assembled at run time passes
+    it; the sandbox still lets such a command neither read nor write the host's files."""
+    require_backend(backend)
+    host = tmp_path_factory.mktemp("host")
+    (host / "secret.txt").write_text(token)
+    head, tail = str(host)[:5], str(host)[5:]
+    command = f'h={head}; h="$h{tail}"; cat "$h/secret.txt"; echo planted > "$h/new.txt"; ls "$h"'
+    workspace = tmp_path_factory.mktemp(f"ws-{backend}").resolve()
+    test_workspaces.append(workspace)
+    config = make_config(workspace, sandbox_backend=backend, sandbox_image=sandbox_image)
+    assert config.shell_workspace_only
+    services = Services(config)
+    try:
+        ctx = tool_context(config, services=services)
+        result = build_toolset(services).execute(ctx, "shell", {"command": command})
+    finally:
+        services.close()
+    assert "outside" not in str(result.get("error")), result  # the check let it through
+    assert result["exit_code"] not in (0, None) and token not in result["output"], result
+    assert sorted(p.name for p in host.iterdir()) == ["secret.txt"]

@@ -26,7 +26,7 @@ from lmagent.scheduler.service import start_background, status
 from lmagent.sessions.store import SessionBusy, SessionStore
 from lmagent.sessions.waiting import WaitingIndex, parse_time
 from tests.conftest import ROOT, make_config, wait_for
-from tests.scripted_llm import ScriptedLLM, text
+from tests.scripted_llm import ScriptedLLM, error, text
 from tests.test_sessions import held
 
 DONE = text("done\nTASK_COMPLETE")
@@ -272,7 +272,9 @@ def test_a_task_cut_short_by_kill_9_completes_after_a_restart(workspace, llm, da
     assert "resumed" in resumed[-1]["content"]
     paths = Paths(workspace)
     assert files(paths.done) == [submitted.with_suffix(".json").name]
-    assert files(paths.processing) == files(paths.inbox) == []
+    # the history line comes first, the files beside the claimed task go last
+    wait_for(lambda: files(paths.processing) == [], what="the claim markers to go")
+    assert files(paths.inbox) == []
     llm.assert_all_used()
 
 
@@ -319,12 +321,13 @@ def test_two_daemons_cannot_run_on_one_workspace(workspace, llm, daemons):
 
 
 def test_a_failing_run_is_recorded_as_failed_with_its_error(workspace, background):
-    config = make_config(workspace)  # nothing listens at its LLM_URL
-    submit(config, "needs a model")
-    submit(config, "continue", session_id="20000101-000000-nosuch")
-    background(config)
+    with ScriptedLLM([error(400, {"error": "bad request"})]) as llm:
+        config = make_config(workspace, llm)
+        submit(config, "needs a model")
+        submit(config, "continue", session_id="20000101-000000-nosuch")
+        background(config)
 
-    wait_for(lambda: len(runs(workspace)) == 2, what="two outcomes")
+        wait_for(lambda: len(runs(workspace)) == 2, what="two outcomes")
     by_task = {r["task"]: r for r in runs(workspace)}
     assert by_task["needs a model"]["status"] == "error"
     assert by_task["needs a model"]["error"]
@@ -564,3 +567,14 @@ def test_submit_on_the_command_line(workspace, llm):
     assert data == {"task": "later", "not_before": "2099-01-01T00:00:00+00:00"}
     refused = cli(workspace, llm, "--submit", "  ")
     assert refused.returncode == 1 and "nothing to do" in refused.stderr
+
+
+def test_scheduler_status_shows_a_wait_reason_the_model_chose_escaped(workspace, llm, background):
+    llm.add(text("WAIT: 2099-01-01T00:00:00Z: \x1b]0;owned\x07\x1b[2J done"))
+    submit(make_config(workspace, llm), "park it")
+    handle = background()
+    wait_for(lambda: runs(workspace), what="the run")
+    handle.stop()
+    shown = cli(workspace, llm, "--scheduler-status").stdout
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "\\x1b]0;owned\\x07\\x1b[2J done" in shown

@@ -160,6 +160,31 @@ def test_an_outcome_left_beside_its_task_is_recorded_once_and_the_task_moved_on(
     assert llm.requests == []  # not run again
 
 
+@pytest.mark.parametrize("attempt", [0, 2], ids=["first try", "last try"])
+def test_a_run_that_ended_before_its_outcome_was_recorded_is_recorded_not_run_again(
+    workspace, llm, background, attempt
+):
+    """Killed after the run wrote its ending, before the outcome: the session's ending is the
+    outcome (before, it was run again, or failed while its session said completed)."""
+    paths, name = claimed_task(workspace, "finished just before the kill", attempt=attempt)
+    session = SessionStore(workspace).create("finished just before the kill", source="scheduler")
+    session.save_meta(status="completed")
+    session.close()
+    paths.marker(name).write_text(session.id)
+
+    background()
+    wait_for(lambda: files(paths.done), what="the task to move on")
+    ((record,),) = outcomes(workspace).values()
+    assert (record["status"], record["outcome"], record["session_id"]) == (
+        "completed",
+        "done",
+        session.id,
+    )
+    assert SessionStore(workspace).list()[0]["status"] == "completed"
+    assert llm.requests == []  # not run again
+    assert_nothing_left_behind(workspace)
+
+
 def test_files_left_beside_no_task_are_removed(workspace, llm, background):
     paths = Paths(workspace)
     paths.ensure()
@@ -237,7 +262,8 @@ def test_a_task_cut_short_too_often_fails_and_its_session_says_why(workspace, ll
     paths.marker(name).write_text(session.id)
 
     background()
-    wait_for(lambda: files(paths.failed), what="the task to fail")
+    # the reason is written beside it first, then the task file moves (not a temporary file)
+    wait_for(lambda: (paths.failed / name).exists(), what="the task to fail")
     (record,) = outcomes(workspace)[name.rsplit(".", 1)[0]]
     assert record["error"] == "the scheduler died while running this task 3 times"
     assert (paths.failed / f"{name}.reason").read_text() == record["error"] + "\n"
@@ -306,3 +332,48 @@ def test_a_stop_signal_while_the_scheduler_holds_its_lock_does_not_hang_it(works
     thread.join(5)
     assert not thread.is_alive(), "stopping waited for a lock its own thread holds"
     assert scheduler.wake.is_set()
+
+
+# --------------------------------------------------------------------------- no model server
+
+
+def test_tasks_stay_in_the_inbox_while_no_model_server_answers_and_run_when_one_does(
+    workspace, llm, background
+):
+    from lmagent.scheduler.service import status, status_lines
+
+    llm.add(DONE)
+    llm.stop()  # down; its URL known
+    config = make_config(workspace, llm)
+    said: list[str] = []
+    background(log=said.append)
+    task = submit(config, "needs the model")
+    wait_for(lambda: any("no model server answers at" in line for line in said), 10, "the note")
+    time.sleep(1.5)  # a scheduler that claimed it would have failed it by now
+    assert files(Paths(workspace).inbox) == [task.name] and runs(workspace) == []
+    assert status(config)["model_unreachable"]["url"] == llm.url
+    assert f"model server: none answers at {llm.url}" in "\n".join(status_lines(config))
+    assert sum("no model server answers" in line for line in said) == 1  # said once
+    llm.start()
+    wait_for(lambda: runs(workspace), 40, "the task to run")
+    assert [r["status"] for r in runs(workspace)] == ["completed"]
+    assert any("answers again; taking tasks" in line for line in said)
+    assert status(config)["model_unreachable"] is None
+
+
+def test_a_task_whose_model_server_goes_away_mid_run_goes_back_to_the_inbox(
+    workspace, llm, background
+):
+    llm.add(text("working on it", delay=30), DONE)
+    said: list[str] = []
+    background(log=said.append)
+    task = submit(make_config(workspace, llm), "long")
+    llm.wait_for_requests(1, timeout=20)
+    llm.stop()  # mid-reply
+    wait_for(lambda: any(f"put {task.name} back" in line for line in said), 30, "put back")
+    llm.start()
+    wait_for(lambda: runs(workspace, "completed"), 40, "the task to finish")
+    assert [r["outcome"] for r in runs(workspace)] == ["requeued", "done"]  # never failed
+    sessions = list(Paths(workspace).sessions.glob("*.meta.json"))
+    assert len(sessions) == 1  # the second run resumed the first one's session
+    assert_nothing_left_behind(workspace)

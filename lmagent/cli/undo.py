@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lmagent.checkpoints.shadow import CheckpointError
+from lmagent.checkpoints.steps import Checkpoints
 from lmagent.loop.restore import RestoreRefused, latest_session, restore_session, steps_of
 from lmagent.sessions.store import SessionBusy, SessionNotFound
 
@@ -23,10 +24,22 @@ def checkpoint_lines(workspace: Path, session_id: str | None, as_json: bool = Fa
         session_id = session_id or latest_session(workspace)
         steps = steps_of(workspace, session_id)
     if as_json:
-        return [json.dumps(step, ensure_ascii=False) for step in steps]
+        return [json.dumps(step) for step in steps]  # ASCII: safe for a terminal, valid JSON
+    checkpoints = Checkpoints(workspace)
     if not steps:
+        failures = checkpoints.failures(session_id)
+        if failures:
+            return [f"session {session_id}'s checkpoints could not be kept ({failures[-1]})"]
         return [f"session {session_id} changed no files: it has no checkpoints"]
-    return [step_line(step) for step in steps]
+    lost = "  (lost: the checkpoint history was damaged; this step cannot be restored)"
+    return [step_line(step) + (lost if checkpoints.lost(step) else "") for step in steps]
+
+
+def checkpoint_size(workspace: Path, max_mb: int) -> str:
+    """How much disk the checkpoints take, and their cap."""
+    size = Checkpoints(workspace).repo.size() / 2**20
+    cap = f"cap {max_mb} MB, CHECKPOINT_MAX_MB" if max_mb else "no cap: CHECKPOINT_MAX_MB=0"
+    return f"checkpoints: {size:.1f} MB on disk ({cap})"
 
 
 def step_line(step: dict) -> str:
@@ -45,6 +58,11 @@ def restore(workspace: Path, session_id: str | None, step: int | None, force: bo
         session_id = session_id or latest_session(workspace)
         record = restore_session(workspace, session_id, step, force)
     files = record["changed"]
+    if record.get("failed"):
+        return (
+            f"step {record['step']} of session {session_id} is a restore that failed and "
+            "changed no file: there is nothing to undo"
+        )
     return (
         f"restored the files to before step {record['restored_step']} of session {session_id}: "
         f"{len(files)} file(s) changed back ({', '.join(files[:10])}"

@@ -85,6 +85,11 @@ def _parse_path(name: str, raw: str) -> Path:
         raise ConfigError(f"{name}={raw!r} is not a usable directory path ({exc})") from None
 
 
+def _parse_paths(name: str, raw: str) -> tuple[Path, ...]:
+    """`:`-separated directory paths (blank = none), symlinks resolved."""
+    return tuple(_parse_path(name, item) for item in raw.split(":") if item.strip())
+
+
 def _split_url(name: str, raw: str, allowed: str) -> SplitResult:
     """The parts of URL `raw` with its port checked; ConfigError naming `allowed` otherwise."""
     try:
@@ -108,10 +113,14 @@ def _parse_url(name: str, raw: str) -> str:
 def _parse_queue_url(name: str, raw: str) -> str:
     """Blank (the directory inbox) or redis://host[:port][/db] (the distributed queue)."""
     value = raw.strip()
-    allowed = "blank (the directory inbox) or redis://host:port/db, e.g. redis://localhost:6379/0"
+    allowed = (
+        "blank (the directory inbox) or redis://host:port/db (rediss:// with TLS), "
+        "e.g. redis://localhost:6379/0"
+    )
     parts = _split_url(name, raw, allowed)
     database = parts.path.strip("/")
-    redis_url = parts.scheme == "redis" and parts.hostname and (not database or database.isdigit())
+    redis_url = parts.scheme in ("redis", "rediss") and parts.hostname
+    redis_url = redis_url and (not database or database.isdigit())
     if value and not redis_url:
         raise ConfigError(f"{name}={raw!r} is not valid; allowed: {allowed}")
     return value
@@ -226,6 +235,12 @@ class Config:
         "80000",
         "estimated tokens that trigger compaction",
     )
+    checkpoint_max_mb: int = _setting(
+        "CHECKPOINT_MAX_MB",
+        _parse_number(int, 0),
+        "1000",
+        "checkpoints' disk cap in MB; the oldest sessions' histories go first (0 = none)",
+    )
     scheduler_poll_interval: float = _setting(
         "SCHEDULER_POLL_INTERVAL", _parse_number(float, 0.05), "60", "scheduler latency bound (s)"
     )
@@ -243,6 +258,12 @@ class Config:
         _parse_number(int, 1, 3600),
         "60",
         "seconds a silent queue worker keeps its task (retaken within 1.5x this)",
+    )
+    queue_workspace_roots: tuple[Path, ...] = _setting(
+        "QUEUE_WORKSPACE_ROOTS",
+        _parse_paths,
+        "",
+        "directories (:-separated) a queue worker accepts task workspaces in (blank = WORKSPACE)",
     )
     sandbox_backend: str = _setting(
         "SANDBOX_BACKEND",

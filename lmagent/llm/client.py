@@ -173,6 +173,8 @@ class Callbacks:
     on_token: Callable[[str], None] = lambda text: None
     on_thinking: Callable[[str], None] = lambda text: None
     on_status: Callable[[str], None] = lambda text: None
+    on_progress: Callable[[dict], None] = lambda reported: None  # the server's prompt reading
+    on_first_token: Callable[[], None] = lambda: None
 
 
 class _Shown:
@@ -318,7 +320,9 @@ class _StreamState:
             slot["arguments"] += arguments
 
     def _first_token(self) -> None:
-        self.reply.first_token_s = self.reply.first_token_s or time.monotonic() - self.started
+        if self.reply.first_token_s is None:
+            self.reply.first_token_s = time.monotonic() - self.started
+            self.callbacks.on_first_token()
 
     def _emit(self, pieces: list[tuple[str, str]]) -> None:
         for kind, text in pieces:
@@ -547,6 +551,7 @@ class LLMClient:
             body["response_format"] = self._schema_for(tools, must)
         if stream:
             body["stream_options"] = {"include_usage": True}
+            body["return_progress"] = True  # llama.cpp: how much of the prompt it has read
         for name in self.dropped_params:
             body.pop(name, None)
         return body
@@ -757,6 +762,8 @@ class LLMClient:
                 raise _server_error(chunk)
             if isinstance(chunk.get("usage"), dict):
                 state.reply.usage = chunk["usage"]
+            if isinstance(chunk.get("prompt_progress"), dict):
+                state.callbacks.on_progress(chunk["prompt_progress"])
             for choice in chunk.get("choices") or ():
                 if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                     continue

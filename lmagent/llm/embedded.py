@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -249,6 +249,22 @@ def embedded_settings(config: Config, server_url: str) -> dict:
     return changes
 
 
+@contextlib.contextmanager
+def embedded_config(
+    config: Config, progress: Callable[[str], None] | None = None
+) -> Iterator[Config]:
+    """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
+    which is stopped when the block ends: --embedded for every front end. Its start-up is told
+    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start."""
+    progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
+    server = EmbeddedServer(resolve_model(config.embedded_model, progress))
+    server.start(progress=progress)
+    try:
+        yield config.with_changes(**embedded_settings(config, server.url))
+    finally:
+        server.stop()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -270,6 +286,10 @@ def serve(model: Path, port: int, n_ctx: int, threads: int, with_parent: bool = 
     params.use_jinja = True
     # a set of names in current xllamacpp (a plain str there would become {"e", "m", "b", "d"})
     params.model_alias = {MODEL_ALIAS} if isinstance(params.model_alias, set) else MODEL_ALIAS
+    # the server reports its reading of a prompt (return_progress) once per batch: batches of
+    # one micro-batch (512 tokens, llama.cpp's default) cost nothing on a CPU and give the
+    # progress bar a step per 512 tokens instead of one at the end of a 2,048-token batch
+    params.n_batch = params.n_ubatch
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     params.endpoint_props = True

@@ -71,6 +71,7 @@ def unsent_at_start(supports_tools: bool | None) -> set[str]:
 # the first here is dropped first. A dropped field is never sent again by that client.
 OPTIONAL_PARAMS = (
     "stream_options",
+    "return_progress",
     "parallel_tool_calls",
     "tool_choice",
     "response_format",

@@ -1,8 +1,10 @@
 """Restoring the workspace to a session's checkpoint, as every front end asks for it.
 
 A restore is refused while any run is active on the workspace (it would pull files from under
-it), holds the session's lock while it works, and is noted in the session's transcript, so a
-model that continues the session is told which files went back.
+it), stops every sandboxed process of the workspace first (one left behind could swap a folder
+for a link out of it while the host writes), holds the session's lock while it works, and is
+noted in the session's transcript, so a model that continues the session is told which files
+went back.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lmagent.checkpoints.steps import Checkpoints, RestorePlan, RestoreRefused
+from lmagent.sandbox.select import SandboxUnavailable, quiesce
 from lmagent.sessions.store import SessionStore
 
 __all__ = ["RestoreRefused", "latest_session", "plan_restore", "restore_session", "steps_of"]
@@ -49,13 +52,26 @@ def restore_session(
             "it to finish, then restore"
         )
     with store.lock(session_id, wait=0):
+        stopped = stop_sandboxed_processes(workspace)
         record = Checkpoints(workspace).restore(session_id, step, force)
+        record["stopped_processes"] = stopped
+        if not record["changed"]:
+            return record  # a failed restore undone: nothing went back
         session = store.open(session_id)
         try:
             session.append({"role": "user", "content": restore_note(record)})
         finally:
             session.close()
     return record
+
+
+def stop_sandboxed_processes(workspace: Path | str) -> list[str]:
+    """No sandboxed process of the workspace may be alive while the host writes there (one left
+    behind could swap a folder for a link out of it); those stopped, described."""
+    try:
+        return quiesce(workspace)
+    except SandboxUnavailable as exc:
+        raise RestoreRefused(f"cannot make sure no sandboxed process is running: {exc}") from None
 
 
 def restore_note(record: dict) -> str:

@@ -44,7 +44,9 @@ from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
+from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
+from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import (
     BAD_WAIT,
     BLOCKED_LINE,
@@ -191,9 +193,14 @@ class AgentRun:
         self.loop_message = ""
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
+        self.outcome = Outcome()  # what this run did, for its ending
         self.paired = PairedHistory()
         self.checkpoints = StepRecorder(
-            config.workspace, session.id, agent_id, lambda text: self.emit("status", message=text)
+            config.workspace,
+            session.id,
+            agent_id,
+            lambda text: self.emit("status", message=text),
+            config.checkpoint_max_mb,
         )
         self.ctx = ToolContext(
             config=config,
@@ -248,7 +255,7 @@ class AgentRun:
         meta = _ending_meta(ended)
         stopped = stop_run_processes(self.ctx)  # the background processes this run started
         try:
-            self.session.save_meta(**meta, stopped_processes=stopped)
+            self.session.save_meta(**meta, stopped_processes=stopped, did=self.outcome.summary())
         except OSError as exc:  # not even written in place: the session is resumable as it is
             ended = _failure(exc, self.session.id)
             meta = _ending_meta(ended)
@@ -272,6 +279,7 @@ class AgentRun:
             tokens=result.tokens,
             wait_until=result.wait_until,
             stopped_processes=stopped,
+            **self.outcome.fields(),
         )
         return result
 
@@ -345,11 +353,14 @@ class AgentRun:
         """What the model is sent: the system prompt, then the history with calls paired."""
         return [self.system_message(), *self.paired(self.session)]
 
-    def callbacks(self) -> Callbacks:
+    def callbacks(self, reading: Ticker) -> Callbacks:
+        """What the client reports, as events; `reading` ticks until the first token."""
         return Callbacks(
             on_token=lambda text: self.emit("token", text=text),
             on_thinking=lambda text: self.emit("thinking", text=text),
             on_status=lambda text: self.emit("status", message=text),
+            on_progress=reading.update,
+            on_first_token=reading.stop,
         )
 
     def query(self, tools: bool = True):
@@ -383,8 +394,10 @@ class AgentRun:
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
-        reply = self.client.chat(messages, schemas, self.callbacks(), self.stop, must)
-        self.count_tokens(reply, estimate_tokens(messages[:1]) + self.session.history_tokens)
+        sent_estimate = estimate_tokens(messages[:1]) + self.session.history_tokens
+        with Ticker(self.emit, "prompt", tokens=sent_estimate + self.prompt_overhead) as reading:
+            reply = self.client.chat(messages, schemas, self.callbacks(reading), self.stop, must)
+        self.count_tokens(reply, sent_estimate)
         return reply
 
     def count_tokens(self, reply, sent_estimate: int) -> None:
@@ -488,6 +501,7 @@ class AgentRun:
         before = self.checkpoints.before(name) if checkpointed else None
         result = self.execute(name, raw)
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
+        self.outcome.record(name, _try_json(raw), result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
@@ -520,7 +534,8 @@ class AgentRun:
             self.emit("status", message=note)
         if tool.changes_things:
             self.session.sync()  # the call that causes a change is on disk before the change
-        return self.toolset.execute(self.ctx, name, raw)
+        with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
+            return self.toolset.execute(self.ctx, name, raw)
 
     def check_loop(self, name: str, raw, result: dict, change: dict) -> None:
         """Count the call; warn, note or stop on repeats. Only a call that changed files (by

@@ -8,6 +8,7 @@ The public names are re-exported by ``sandboxed_shell``; import them from there.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -22,6 +23,7 @@ from typing import Protocol
 
 from lmagent.core.config import Config
 from lmagent.sandbox.runner import at_unix_path
+from lmagent.sandbox.supervise import Watcher, find_in_trees, kill_trees
 
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 120.0
@@ -135,6 +137,8 @@ class Channel:
         self.transport = transport
         self.buffer = bytearray()
         self.ready: dict = {}
+        self.host_pid: int | None = None  # the runner's pid on the host (the watcher's)
+        self.killed = ""  # why the host killed the runner, if it did
 
     def send(self, message: dict) -> None:
         try:
@@ -294,6 +298,7 @@ class RunnerSandbox:
         self._ids = itertools.count(1)
         self.identity = workspace_identity(self.workspace)  # the directory the sandbox serves
         self._restart_lock = threading.Lock()
+        self.watcher = Watcher()  # the host's eye on the runners and the job server
         self.processes = Processes(self)
 
     # --- for subclasses ------------------------------------------------------------------------
@@ -303,6 +308,24 @@ class RunnerSandbox:
     def _restart(self) -> None:
         """Hook: leave nothing running on the old workspace directory (the idle runners are
         already gone; Docker replaces its container)."""
+
+    def _runner_host_pid(self, channel: Channel) -> int | None:
+        """Hook: the runner's pid on the host (None: not known, not watched)."""
+        return None
+
+    def _kill_runner(self, channel: Channel) -> None:
+        """Hook: kill a runner and everything it started, from the host."""
+        kill_trees({channel.host_pid})
+
+    def _after_loss(self, pid: int | None = None) -> None:
+        """Hook: a runner or job server (host `pid`, if known) died or was killed; leave
+        nothing it started."""
+
+    def sweep(self) -> list[str]:
+        """Hook: from the host, kill what no runner of the sandbox would (Docker: stopped
+        runners and job servers, orphans); the processes killed, described."""
+        self.watcher.check()
+        return []
 
     def _start_channel(self, transport, **extra) -> Channel:
         """Greet a freshly started runner (it writes HOME/.gitconfig); close it if that fails.
@@ -315,10 +338,31 @@ class RunnerSandbox:
         greeting.update(max_procs=self.max_procs, max_rss_mb=self._rss_limit(DEFAULT_MEMORY_MB))
         try:
             channel.ready = channel.hello(greeting)
+            if "seccomp" in extra and channel.ready.get("seccomp") is not True:
+                problem = channel.ready.get("seccomp")
+                raise ChannelLost(f"the runner could not install the syscall filter: {problem}")
         except (ChannelLost, OSError, ValueError):
             channel.close()
             raise
+        self._watch_runner(channel)
         return channel
+
+    def _watch_runner(self, channel: Channel) -> None:
+        """Have the watcher kill the runner, with all it started, once a command stops it."""
+        channel.host_pid = self._runner_host_pid(channel)
+        if channel.host_pid is None:
+            return
+
+        def stopped() -> None:
+            channel.killed = (
+                "a command stopped the sandbox runner, so the host killed the runner and every "
+                "process it had started"
+            )
+            self._kill_runner(channel)
+            self._after_loss(channel.host_pid)
+
+        gone = functools.partial(self._after_loss, channel.host_pid)
+        self.watcher.watch(channel.host_pid, stopped, on_gone=gone)
 
     def _base_env(self) -> dict[str, str]:
         return {"PATH": SYSTEM_PATH}
@@ -351,8 +395,10 @@ class RunnerSandbox:
         return result
 
     def close(self) -> None:
+        self.sweep()
         self.processes.close()
         self._retire_runners()
+        self.watcher.close()
 
     def resolve_cwd(self, cwd: str | None) -> str:
         """The absolute working directory for a command; must be inside the workspace."""
@@ -384,7 +430,7 @@ class RunnerSandbox:
             channel = self._send(channel, request)
             result, healthy = self._exchange(channel, request, stop, memory_mb)
             if not healthy:
-                self._discard(channel)
+                self._lost(channel)
                 channel = None
             return result
         except SandboxUnavailable as exc:
@@ -456,7 +502,7 @@ class RunnerSandbox:
         """Send on the runner; if it died since its last command, start a new one once."""
         for attempt in (1, 2):
             if channel is not None and not channel.alive():
-                self._discard(channel)
+                self._lost(channel)
                 channel = None
             if channel is None:
                 channel = self._connect_checked()
@@ -464,7 +510,7 @@ class RunnerSandbox:
                 channel.send(request)
                 return channel
             except ChannelLost:
-                self._discard(channel)
+                self._lost(channel)
                 channel = None
                 if attempt == 2:
                     raise SandboxUnavailable("cannot reach the sandbox runner") from None
@@ -483,7 +529,7 @@ class RunnerSandbox:
             header, payload = channel.receive(deadline, on_stop=kill, stop=stop)
         except (ChannelLost, OSError, ValueError) as exc:
             interrupted = stop is not None and stop.is_set()
-            error = f"{exc}; the sandbox restarts on the next command"
+            error = f"{channel.killed or exc}; the sandbox restarts on the next command"
             return CommandResult("", None, interrupted=interrupted, error=error), False
         return result_from_reply(header, payload, request["timeout"], memory_mb), True
 
@@ -495,7 +541,7 @@ class RunnerSandbox:
             header, _ = channel.receive(time.monotonic() + REPLY_GRACE)
             return header
         except (ChannelLost, OSError, ValueError) as exc:
-            self._discard(channel)
+            self._lost(channel)
             channel = None
             raise ChannelLost(str(exc)) from exc
         finally:
@@ -527,8 +573,13 @@ class RunnerSandbox:
         except (ChannelLost, OSError) as exc:
             raise SandboxUnavailable(f"cannot start the {self.name} sandbox: {exc}") from exc
 
-    @staticmethod
-    def _discard(channel: Channel) -> None:
+    def _lost(self, channel: Channel) -> None:
+        """A runner that died or stopped answering: close it, and leave nothing it started."""
+        self._discard(channel)
+        self._after_loss(channel.host_pid)
+
+    def _discard(self, channel: Channel) -> None:
+        self.watcher.forget(channel.host_pid)
         try:
             channel.close()
         except OSError:
@@ -570,6 +621,7 @@ class Processes:
         self._buffer = b""
         self._ids = itertools.count(1)
         self._owners: dict[str, str | None] = {}
+        self._server_pid: int | None = None  # the job server's pid on the host
 
     def start(
         self,
@@ -672,7 +724,8 @@ class Processes:
                 if self._conn is None:
                     self._conn = self.sandbox._open_job_server()
                     self._buffer = b""
-                    self._read_line()  # the job server's greeting: it took the token
+                    greeting = json.loads(self._read_line())  # it took the token
+                    self._watch(greeting.get("pid"))
                 self._conn.sendall(json.dumps(message).encode() + b"\n")
                 return json.loads(self._read_line())
             except (OSError, ValueError, ChannelLost, SandboxUnavailable) as exc:
@@ -691,7 +744,25 @@ class Processes:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
+    def _watch(self, inner_pid: int | None) -> None:
+        """Have the watcher kill the job server, with every process it keeps, once something
+        stops it (it would never stop them itself)."""
+        runners = self.sandbox.watcher.pids()
+        host_pid = find_in_trees(runners, inner_pid) if inner_pid and runners else None
+        if host_pid is None:
+            return
+        self._server_pid = host_pid
+
+        def stopped() -> None:
+            kill_trees({host_pid})
+            self.sandbox._after_loss(host_pid)
+
+        gone = functools.partial(self.sandbox._after_loss, host_pid)
+        self.sandbox.watcher.watch(host_pid, stopped, on_gone=gone)
+
     def _drop(self) -> None:
+        self.sandbox.watcher.forget(self._server_pid)
+        self._server_pid = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None

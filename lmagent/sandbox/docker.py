@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -38,7 +39,18 @@ from lmagent.sandbox.base import (
     socket_plan,
     workspace_mounts,
 )
-from lmagent.sandbox.runner import at_unix_path
+from lmagent.sandbox.runner import JOBS_NAME, KEEPER_NAME, RUNNER_NAME, at_unix_path
+from lmagent.sandbox.seccomp import filter_program
+from lmagent.sandbox.supervise import (
+    STOPPED_STATES,
+    HostProcess,
+    cgroup_members,
+    container_processes_exist,
+    kill_trees,
+    processes_of,
+    signal_quietly,
+    still_alive,
+)
 
 try:
     import docker
@@ -51,7 +63,13 @@ LABEL_KIND = "lmagent.sandbox"
 LABEL_WORKSPACE = "lmagent.workspace"
 LABEL_CONFIG = "lmagent.config"
 BUILD_FIX = "build it with: python sandboxed_shell.py --build"
-IMAGE_PACKAGES = ("bash", "coreutils", "git", "python3", "ripgrep", "ca-certificates")
+# What a coding task's commands need: `python` as well as `python3` (python-is-python3), pip and
+# venv, pytest, a C compiler and make. The Dockerfile gets this list as its PACKAGES argument.
+IMAGE_PACKAGES = (
+    "bash", "coreutils", "git", "ripgrep", "ca-certificates", "python3", "python-is-python3",
+    "python3-pip", "python3-venv", "python3-pytest", "gcc", "libc6-dev", "make",
+)  # fmt: skip
+LABEL_PACKAGES = "lmagent.sandbox.packages"  # the image's IMAGE_PACKAGES, space-separated
 DOCKERFILE_DIR = Path(__file__).resolve().parent
 
 
@@ -73,16 +91,20 @@ def docker_client():
 def probe_docker(image: str) -> tuple[bool, str]:
     """(usable, reason) without creating anything."""
     try:
+        filter_program()
         client = docker_client()
         version = client.version().get("Version", "?")
-        client.images.get(image)
+        labels = client.images.get(image).labels
     except SandboxUnavailable as exc:
         return False, str(exc)
     except ImageNotFound:
         return False, f"Docker {version} answers but image {image} is missing; {BUILD_FIX}"
     except DockerException as exc:
         return False, f"Docker error: {_first_line(exc)}"
-    return True, f"Docker {version}, image {image}, one hardened container per workspace"
+    reason = f"Docker {version}, image {image}, one hardened container per workspace"
+    if labels.get(LABEL_PACKAGES) != " ".join(IMAGE_PACKAGES):
+        reason += f" (the image lacks tools this version adds, e.g. python, gcc; {BUILD_FIX})"
+    return True, reason
 
 
 def container_name(workspace: Path) -> str:
@@ -112,10 +134,11 @@ class DockerSandbox(RunnerSandbox):
         self.memory_mb = self.container.attrs["HostConfig"].get("Memory", 0) // 2**20
         if self.memory_mb != DEFAULT_MEMORY_MB:  # left raised by a process that died mid-command
             self._set_memory(DEFAULT_MEMORY_MB)
+        self.sweep()  # what an earlier agent's run may have left in the container
 
     # --- container lifecycle -------------------------------------------------------------------
     def _config_digest(self) -> str:
-        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 3]
+        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 4]
         return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
 
     def _find_or_create(self):
@@ -159,7 +182,7 @@ class DockerSandbox(RunnerSandbox):
 
     def _container_spec(self, name: str) -> dict:
         ws = str(self.workspace)
-        tmpfs_opts = "rw,nosuid,nodev,mode=1777,size="
+        tmpfs_opts = "rw,exec,nosuid,nodev,mode=1777,size="  # exec: a venv or a build in /tmp
         return {
             "image": self.image.id,
             "command": ["sleep", "infinity"],
@@ -256,18 +279,43 @@ class DockerSandbox(RunnerSandbox):
             transport = ExecSocket(api.exec_start(exec_id, socket=True))
         except DockerException as exc:
             raise ChannelLost(f"docker exec failed: {_first_line(exc)}") from exc
+        transport.exec_id = exec_id
         direct = socket_plan(self.workspace)
-        channel = self._start_channel(transport, direct=direct, reap_orphans=True)
+        seccomp = filter_program().hex()
+        channel = self._start_channel(transport, direct=direct, reap_orphans=True, seccomp=seccomp)
         if channel.ready.get("direct"):
-            go_direct(channel, direct, runner_pid=self._exec_pid(exec_id))
+            go_direct(channel, direct, runner_pid=channel.host_pid)
         return channel
 
-    def _exec_pid(self, exec_id: str) -> int | None:
+    def _runner_host_pid(self, channel: Channel) -> int | None:
         """The runner's pid as the host sees it."""
         try:
-            return self.client.api.exec_inspect(exec_id).get("Pid")
+            return self.client.api.exec_inspect(channel.transport.exec_id).get("Pid") or None
         except DockerException:
             return None
+
+    def _after_loss(self, pid: int | None = None) -> None:
+        """Once the lost process has exited (the host may see its end of the socket close
+        before the kernel hands its children to the container's init), sweep the container."""
+        if pid:
+            still_alive({pid})
+        self.sweep()
+
+    def sweep(self) -> list[str]:
+        """Kill, from the host, the container's processes no runner would: orphans adopted by
+        its init (a runner that died left them) and stopped runners, job servers and keepers,
+        each with everything below it; let the container's own command go on if a command
+        stopped it. The processes killed, described."""
+        super().sweep()
+        found = host_view(self.container)
+        if found is None:
+            return []
+        table, members, init = found
+        killed = kill_trees(strays(table, members, init), container_processes(self.container))
+        for pid in oldest_child(table, members, init):
+            if table[pid].state in STOPPED_STATES:
+                signal_quietly(pid, signal.SIGCONT)
+        return describe(table, killed)
 
     def _memory_needed(self, memory_mb: int) -> None:
         if min(memory_mb, MAX_MEMORY_MB) != self.memory_mb:
@@ -283,8 +331,97 @@ class DockerSandbox(RunnerSandbox):
             pass
 
 
+OWN_NAMES = {name.decode() for name in (RUNNER_NAME, JOBS_NAME, KEEPER_NAME)}
+
+
+def host_view(container) -> tuple[dict[int, HostProcess], set[int], int] | None:
+    """(the container's processes by host pid, their pids, its init's pid); None when the
+    container is not running or its processes are not the host's to see (an engine in a VM)."""
+    try:
+        container.reload()
+    except DockerException:
+        return None
+    init = container.attrs.get("State", {}).get("Pid") or 0
+    if container.status != "running" or not init:
+        return None
+    members = cgroup_members(init)
+    table = processes_of((members or set()) | {init})
+    if members is None or init not in table:
+        return None
+    return table, set(table), init
+
+
+def container_processes(container):
+    """A kill_trees() table: the container's processes (descendants never leave its cgroup)."""
+    return lambda: (host_view(container) or ({}, set(), 0))[0]
+
+
+def quiesce_container(workspace: Path) -> list[str]:
+    """Kill every process in the workspace's container but its init and its own command (the
+    whole container when the host cannot see its processes); the processes killed, described.
+    No engine or no container: nothing to do. Raises SandboxUnavailable when it cannot."""
+    if docker is None or not docker_engine_expected():
+        return []
+    try:
+        client = docker_client()
+    except SandboxUnavailable:
+        if not container_processes_exist():  # no engine answers, and no container runs
+            return []
+        raise
+    try:
+        container = client.containers.get(container_name(workspace))
+    except NotFound:
+        return []
+    except DockerException as exc:
+        raise SandboxUnavailable(f"Docker error: {_first_line(exc)}") from exc
+    found = host_view(container)
+    if found is None:
+        if container.status == "running":
+            container.kill()
+            return [f"container {container.name} (killed as a whole)"]
+        return []
+    table, members, init = found
+    keep = {init, *oldest_child(table, members, init)}
+    killed = kill_trees(members - keep, container_processes(container))
+    left = still_alive(killed)
+    if left:
+        raise SandboxUnavailable(f"processes of {container.name} survive SIGKILL: {left}")
+    return describe(table, killed)
+
+
+def docker_engine_expected() -> bool:
+    """Whether a Docker engine is configured here (DOCKER_HOST, or the default socket)."""
+    return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
+
+
+def strays(table: dict[int, HostProcess], members: set[int], init: int) -> set[int]:
+    """The container's processes the host kills whenever it looks: orphans its init adopted
+    (all children of init but its own command, the oldest) and stopped runners (processes
+    Docker started from outside), job servers and keepers."""
+    children = {p for p in members if table[p].ppid == init}
+    orphans = children - set(oldest_child(table, members, init))
+    entries = {p for p in members if p != init and table[p].ppid not in members}
+    stopped = {
+        p
+        for p in members
+        if table[p].state in STOPPED_STATES and (p in entries or table[p].name in OWN_NAMES)
+    }
+    return orphans | stopped
+
+
+def oldest_child(table: dict[int, HostProcess], members: set[int], init: int) -> list[int]:
+    children = [p for p in members if table[p].ppid == init]
+    return [min(children, key=lambda p: table[p].start)] if children else []
+
+
+def describe(table: dict[int, HostProcess], pids: set[int]) -> list[str]:
+    return [f"{table[p].name} (host pid {p})" for p in sorted(pids) if p in table]
+
+
 class ExecSocket:
     """The attach socket of a non-TTY exec: demultiplexes Docker's 8-byte-header frames."""
+
+    exec_id = ""  # the exec that runs the runner
 
     def __init__(self, raw):
         self.raw = raw  # keeps the HTTP response (and the socket) alive
@@ -415,7 +552,10 @@ def build_image(cfg: SandboxConfig, log=print) -> str:
     client = docker_client()
     try:
         log(f"building {tag} from {DOCKERFILE_DIR / 'Dockerfile'} ...")
-        client.images.build(path=str(DOCKERFILE_DIR), tag=tag, rm=True, pull=False)
+        packages = {"PACKAGES": " ".join(IMAGE_PACKAGES)}
+        client.images.build(
+            path=str(DOCKERFILE_DIR), tag=tag, rm=True, pull=False, buildargs=packages
+        )
         return f"built {tag} with docker build"
     except (BuildError, APIError) as exc:
         log(f"docker build failed ({_first_line(exc)}); building from Debian packages instead")
@@ -480,6 +620,7 @@ def _import_rootfs(client, rootfs: Path, tag: str) -> None:
     repository, _, version = tag.rpartition(":") if ":" in tag.split("/")[-1] else (tag, "", "")
     changes = ['CMD ["sleep", "infinity"]', "ENV LANG=C.UTF-8", f"ENV HOME={SANDBOX_HOME}"]
     changes += [f"ENV PATH={SYSTEM_PATH}", "LABEL lmagent.sandbox.build=debootstrap"]
+    changes += [f'LABEL {LABEL_PACKAGES}="{" ".join(IMAGE_PACKAGES)}"']
     tar = subprocess.Popen(
         ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE
     )

@@ -24,11 +24,20 @@ from lmagent.sandbox.base import (
     READ_ONLY,
     RUNNER_SOURCE,
     SANDBOX_HOME,
+    SYSTEM_PATH,
     Channel,
     RunnerSandbox,
     SandboxConfig,
     SandboxUnavailable,
     workspace_mounts,
+)
+from lmagent.sandbox.seccomp import filter_program
+from lmagent.sandbox.supervise import (
+    bwrap_sandboxes,
+    find_in_trees,
+    host_processes,
+    kill_trees,
+    still_alive,
 )
 
 # /etc entries a sandboxed command may read; everything else there (shadow, ssh keys, ...) is absent
@@ -41,6 +50,7 @@ ETC_ALLOWED = (
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 TMP_SIZE = 256 * 1024 * 1024
 HOME_SIZE = 64 * 1024 * 1024
+EXTRA_BIN = "/opt/lmagent/bin"  # last on a bwrap command's PATH: `python` for a host with python3
 
 
 # Runners are started from this one thread, which lives as long as the agent: bwrap's
@@ -52,7 +62,9 @@ SPAWNER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sandbox-s
 class PipeTransport:
     """The runner as a child process, spoken to over its stdin/stdout."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, cgroup_procs=None):
+    def __init__(
+        self, argv: list[str], env: dict[str, str], cwd: str, cgroup_procs=None, pass_fds=()
+    ):
         self.cgroup_procs = cgroup_procs  # removed with the runner, when nothing is left in it
         self.proc = SPAWNER.submit(
             subprocess.Popen,
@@ -64,6 +76,7 @@ class PipeTransport:
             cwd=cwd,
             start_new_session=True,  # Ctrl+C in the agent's terminal must not reach it
             preexec_fn=(lambda: join_cgroup(cgroup_procs)) if cgroup_procs else None,
+            pass_fds=pass_fds,
         ).result()
         os.set_blocking(self.proc.stderr.fileno(), False)
 
@@ -141,6 +154,9 @@ def bwrap_argv(workspace: Path, home: str = SANDBOX_HOME) -> list[str]:
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(TMP_SIZE), "--tmpfs", "/tmp", "--size", str(HOME_SIZE), "--tmpfs", home]
     argv += ["--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+    python = bwrap_python()
+    if python:
+        argv += ["--dir", EXTRA_BIN, "--symlink", os.path.realpath(python), f"{EXTRA_BIN}/python"]
     argv += workspace_options(workspace)
     argv += ["--chdir", str(workspace)]
     argv += ["--remount-ro", "/"]  # bwrap's own root tmpfs: not a place to write either
@@ -167,6 +183,10 @@ def probe_bwrap(workspace: Path) -> tuple[bool, str]:
     """(usable, reason): really starts a sandbox with the options the backend uses."""
     if not shutil.which("bwrap"):
         return False, "bubblewrap is not installed (e.g. sudo apt-get install bubblewrap)"
+    try:
+        filter_program()
+    except SandboxUnavailable as exc:
+        return False, str(exc)
     python = bwrap_python()
     if python is None:
         return False, "bubblewrap needs a system python3 under /usr (e.g. apt-get install python3)"
@@ -181,7 +201,8 @@ def probe_bwrap(workspace: Path) -> tuple[bool, str]:
         return False, f"bubblewrap cannot create its namespaces here ({detail})"
     return (
         True,
-        "bubblewrap: read-only system, only the workspace writable, private /tmp, no network",
+        "bubblewrap: read-only system, only the workspace writable, private /tmp, no network, "
+        "syscall filter",
     )
 
 
@@ -197,11 +218,42 @@ class BwrapSandbox(RunnerSandbox):
             raise SandboxUnavailable(reason)
         self.python = bwrap_python()
 
+    def _base_env(self) -> dict[str, str]:
+        return {"PATH": f"{SYSTEM_PATH}:{EXTRA_BIN}"}
+
     def _connect(self) -> Channel:
-        argv = [*bwrap_argv(self.workspace, self.home), self.python, "-c", RUNNER_SOURCE]
-        cgroup = pids_cgroup(self.workspace)
-        transport = PipeTransport(argv, env={}, cwd=str(self.workspace), cgroup_procs=cgroup)
+        """A runner in a bwrap sandbox of its own, under the syscall filter (`--seccomp`)."""
+        program_r, program_w = os.pipe()
+        try:
+            os.write(program_w, filter_program())  # far below a pipe's buffer
+            os.close(program_w)
+            argv = [*bwrap_argv(self.workspace, self.home), "--seccomp", str(program_r)]
+            argv += [self.python, "-c", RUNNER_SOURCE]
+            cgroup = pids_cgroup(self.workspace)
+            transport = PipeTransport(
+                argv, {}, str(self.workspace), cgroup_procs=cgroup, pass_fds=(program_r,)
+            )
+        finally:
+            os.close(program_r)
         return self._start_channel(transport)
+
+    def _runner_host_pid(self, channel: Channel) -> int | None:
+        return find_in_trees({channel.transport.proc.pid}, channel.ready.get("pid"))
+
+    def _kill_runner(self, channel: Channel) -> None:
+        """The bwrap process and so its whole PID namespace."""
+        kill_trees({channel.transport.proc.pid})
+
+
+def quiesce_bwrap(workspace: Path) -> list[str]:
+    """Kill every bwrap sandbox of the workspace, whichever agent process started it (each
+    takes its whole PID namespace along); the processes killed, described."""
+    table = host_processes()
+    killed = kill_trees(bwrap_sandboxes(str(workspace), table))
+    left = still_alive(killed)
+    if left:
+        raise SandboxUnavailable(f"processes of {workspace}'s sandboxes survive SIGKILL: {left}")
+    return [f"{table[p].name} (host pid {p})" for p in sorted(killed) if p in table]
 
 
 def pids_cgroup(workspace: Path) -> Path | None:
@@ -270,6 +322,9 @@ class ProcessSandbox(RunnerSandbox):
         env = {"PATH": self._base_env()["PATH"], "HOME": self.home}
         transport = PipeTransport(argv, env=env, cwd=str(self.workspace))
         return self._start_channel(transport)
+
+    def _runner_host_pid(self, channel: Channel) -> int | None:
+        return channel.transport.proc.pid
 
     def close(self) -> None:
         super().close()

@@ -48,7 +48,13 @@ import time
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NAME = 15
-KEEPER_NAME = b"lmagent-keeper"  # what a background process's keeper is called in /proc
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+RUNNER_NAME = b"lmagent-runner"  # what the runner is called in /proc
+JOBS_NAME = b"lmagent-jobs"  # ... the job server
+KEEPER_NAME = b"lmagent-keeper"  # ... a background process's keeper
 KILL_PATIENCE = 5.0  # seconds a kill sweeps for stragglers at most
 WATCH_INTERVAL = 0.05  # seconds between watchdog checks
 DRAIN_GRACE = 0.3  # seconds to keep reading output after a kill
@@ -123,7 +129,11 @@ class Server:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            libc.prctl(PR_SET_NAME, RUNNER_NAME, 0, 0, 0)
+            # not dumpable: commands (same uid) cannot read its memory or descriptors in /proc
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         except (OSError, AttributeError):
             pass
 
@@ -193,6 +203,8 @@ class Server:
         listener = listen_unix(direct.get("path"))
         ready = {"op": "ready", "pid": os.getpid(), "uid": os.getuid(), "direct": bool(listener)}
         ready["workspace"] = identity(req.get("workspace"))
+        if req.get("seccomp"):
+            ready["seccomp"] = install_filter(bytes.fromhex(req["seccomp"]))
         self.send(ready)
         if listener is not None:
             self.accept_direct(listener, direct)
@@ -246,6 +258,10 @@ class Server:
     def reap(self):
         if self.jobs_pid in reap_all(self.statuses):
             self.jobs_pid = None
+            # its keepers, adopted by this subreaper, would otherwise run on unwatched
+            left = my_children() & keepers()
+            if left:
+                self.kill_processes(left, my_children() - left)
 
     def start_jobs(self, req):
         """Fork the job server, listening on req["path"] for the host (one at a time)."""
@@ -379,6 +395,23 @@ class Server:
                 return True
 
 
+def install_filter(program):
+    """no-new-privileges plus the host's seccomp program (struct sock_filter[]) on this process
+    and all it starts; True, or why not."""
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    code = ctypes.create_string_buffer(program, len(program))
+    fprog = Fprog(len(program) // 8, ctypes.addressof(code))
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return "no-new-privileges: " + os.strerror(ctypes.get_errno())
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        return "seccomp: " + os.strerror(ctypes.get_errno())
+    return True
+
+
 def reap_orphans(reap):
     """Docker: kill what a runner that died (killed -9, say) left behind in the container.
 
@@ -414,7 +447,9 @@ def run_job_server(listener, req, max_procs):
         os.dup2(null, 0)
         os.dup2(null, 1)
         os.close(null)
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_NAME, JOBS_NAME, 0, 0, 0)
         conn = accept_host(listener, req)
         if conn is not None:
             JobServer(conn, req, max_procs).serve()
@@ -609,7 +644,7 @@ class JobServer:
         self.watch = Watchdog(max_procs)
 
     def serve(self):
-        self.conn.sendall(b'{"ok": true}\n')  # the token was right
+        self.conn.sendall(b'{"ok": true, "pid": %d}\n' % os.getpid())  # the token was right
         try:
             while os.getppid() == self.parent:
                 pipes = [job.out_r for job in self.jobs.values() if job.out_r is not None]

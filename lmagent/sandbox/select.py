@@ -25,7 +25,13 @@ from lmagent.sandbox.base import (
     SandboxConfig,
     SandboxUnavailable,
 )
-from lmagent.sandbox.local import PROCESS_WARNING, BwrapSandbox, ProcessSandbox, probe_bwrap
+from lmagent.sandbox.local import (
+    PROCESS_WARNING,
+    BwrapSandbox,
+    ProcessSandbox,
+    probe_bwrap,
+    quiesce_bwrap,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_MB",
@@ -38,6 +44,7 @@ __all__ = [
     "SandboxUnavailable",
     "describe_backend",
     "open_sandbox",
+    "quiesce",
 ]
 
 
@@ -92,3 +99,21 @@ def open_sandbox(cfg: SandboxConfig) -> Sandbox:
     if name == "process":
         return ProcessSandbox(cfg)
     raise SandboxUnavailable(reason)
+
+
+def quiesce(workspace: Path | str) -> list[str]:
+    """Make sure no sandboxed process of `workspace` is alive, before the host acts on the
+    workspace by path: kills every process of its Docker container but the container's own
+    init and command, and every bwrap sandbox of it, whichever agent process started them. The
+    processes killed, described; SandboxUnavailable says why it could not be made sure. (The
+    process backend isolates nothing, so it has no processes to tell apart from the user's.)"""
+    workspace = Path(workspace).resolve()
+    try:
+        from lmagent.sandbox.docker import quiesce_container
+
+        return quiesce_container(workspace) + quiesce_bwrap(workspace)
+    except PermissionError as exc:
+        raise SandboxUnavailable(
+            f"cannot stop the sandboxed processes of {workspace} ({exc}); run as the user who "
+            "started the agent"
+        ) from None

@@ -4,6 +4,8 @@ task, up to its concurrency), turns due waits into wake-up tasks, and records ev
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -11,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from lmagent.core.config import Config
-from lmagent.core.files import read_json
+from lmagent.core.files import atomic_write, read_json
 from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
+from lmagent.llm.probe import probe_model
 from lmagent.loop.permissions import PermissionGate
 from lmagent.runtime import shared_runtime
 from lmagent.scheduler.inbox import DaemonLock, History, Job, Malformed, Paths, names, parse_job
@@ -22,6 +25,8 @@ from lmagent.sessions.store import SessionBusy, SessionStore
 from lmagent.sessions.waiting import WaitingIndex, parse_time
 
 FAST_POLL = 0.2  # seconds between inbox scans; SCHEDULER_POLL_INTERVAL caps it and paces rescans
+MODEL_BACKOFF = 30.0  # seconds at most between two asks of a model server that does not answer
+MODEL_TRUSTED = 2.0  # seconds an answering model server is not asked again before a claim
 EMPTY_GRACE = 1.0  # an empty file younger than this may still be being written by hand
 Sink = Callable[[dict], None]
 
@@ -33,6 +38,7 @@ class Outcome:
     tokens: int = 0
     iterations: int = 0
     error: str | None = None
+    unreachable: bool = False  # the model server stopped answering during the run
 
 
 class Scheduler:
@@ -67,6 +73,7 @@ class Scheduler:
         self.sessions_busy: set[str] = set()
         self.later: dict[str, datetime] = {}  # inbox names whose not_before is still ahead
         self.woken: dict[str, str] = {}  # session id → the wait_until its wake-up task answers
+        self.model = ModelWatch(config, self.paths, self.log)
         # reentrant: a stop signal can arrive while the main thread holds it (SIGTERM's handler
         # stops the scheduler on that same thread, and _stop_all takes it too)
         self._mutex = threading.RLock()
@@ -92,6 +99,7 @@ class Scheduler:
             self.log("scheduler: stopped")
 
     def _watch(self) -> None:
+        self.paths.model_note.unlink(missing_ok=True)  # a killed daemon's
         self.queue.recover()
         self.waiting.rescan()
         self.log(f"scheduler: watching {self.paths.inbox} (concurrency {self.concurrency})")
@@ -161,6 +169,8 @@ class Scheduler:
             job = self.read_inbox(name, now)
             if job is None or self.session_busy(job.session_id):
                 continue  # a busy session's task waits in the inbox for the next tick
+            if not self.model.answers():
+                return  # tasks stay in the inbox
             if self.queue.claim(job):
                 self.start(job)
                 free -= 1
@@ -260,7 +270,10 @@ class Scheduler:
             **self.runtime.run_options(),
         )
         error = result.message if result.status == STATUS_ERROR else None
-        return Outcome(result.status, result.session_id, result.tokens, result.iterations, error)
+        unreachable = bool(result.extra.get("unreachable"))
+        return Outcome(
+            result.status, result.session_id, result.tokens, result.iterations, error, unreachable
+        )
 
     def _sink(self, job: Job) -> Sink:
         """Notes which session the task runs in, then passes events to the front end's sink."""
@@ -288,7 +301,7 @@ class Scheduler:
     def settle(self, job: Job, outcome: Outcome, started: float) -> None:
         """Record the outcome and move the task file where it belongs (the run itself has
         already indexed a wait it ended with)."""
-        if outcome.status == STATUS_INTERRUPTED and self.stop.stopped:
+        if outcome.unreachable or (outcome.status == STATUS_INTERRUPTED and self.stop.stopped):
             where = "requeued"
         elif outcome.status in (STATUS_ERROR, "failed"):
             where = "failed"
@@ -310,8 +323,47 @@ class Scheduler:
         if where == "requeued":
             self.history.append(record)
             self.queue.requeue(job, outcome.session_id, crashed=False)
+            if outcome.unreachable:
+                self.model.lost()
+                self.log(f"scheduler: put {job.name} back in the inbox: {outcome.error}")
         else:
             self.queue.complete(job, record)
         if job.wake:
             self.woken.pop(job.session_id, None)
         self.log(f"scheduler: {outcome.status} {job.name} (session {outcome.session_id})")
+
+
+class ModelWatch:
+    """Whether the model server answers, asked before a task is claimed: while it does not,
+    tasks stay in the inbox; said once (and noted for --scheduler-status), asked again after
+    1, 2, 4 … MODEL_BACKOFF seconds."""
+
+    def __init__(self, config: Config, paths: Paths, log: Callable[[str], None]):
+        self.config, self.paths, self.log = config, paths, log
+        self.down_since: datetime | None = None
+        self.asked, self.delay = -math.inf, 1.0
+
+    def answers(self) -> bool:
+        waited = time.monotonic() - self.asked
+        if waited < (self.delay if self.down_since else MODEL_TRUSTED):
+            return self.down_since is None
+        self.asked = time.monotonic()
+        url = self.config.llm_url
+        if probe_model(self.config).reachable:
+            if self.down_since:
+                self.paths.model_note.unlink(missing_ok=True)
+                self.log(f"scheduler: the model server at {url} answers again; taking tasks")
+            self.down_since, self.delay = None, 1.0
+            return True
+        if self.down_since is None:
+            self.down_since = datetime.now(timezone.utc)
+            note = {"url": url, "since": self.down_since.isoformat()}
+            atomic_write(self.paths.model_note, json.dumps(note))
+            self.log(f"scheduler: no model server answers at {url}; tasks stay in the inbox")
+        else:
+            self.delay = min(self.delay * 2, MODEL_BACKOFF)
+        return False
+
+    def lost(self) -> None:
+        """A run found the server gone: ask again before the next claim."""
+        self.asked = -math.inf

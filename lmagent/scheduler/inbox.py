@@ -11,6 +11,7 @@ Layout under `<workspace>/.lmagent/`:
   scheduler/done/, scheduler/failed/     finished tasks; a failed one has `<name>.reason` beside it
   scheduler/history.jsonl                one fsynced line per outcome
   scheduler/waiting.json                 index of waiting sessions (lmagent/sessions/waiting.py)
+  scheduler/model-unreachable.json       while the daemon finds no model server: its URL, since when
   scheduler/daemon.lock                  OS lock held for the daemon's life (holds its pid)
 """
 
@@ -186,6 +187,7 @@ class Paths:
         self.failed = root / "failed"
         self.history = root / "history.jsonl"
         self.lock = root / "daemon.lock"
+        self.model_note = root / "model-unreachable.json"
 
     def ensure(self) -> None:
         for directory in (self.inbox, self.processing, self.done, self.failed):

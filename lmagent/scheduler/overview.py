@@ -18,7 +18,8 @@ def overview(config: Config) -> dict:
     try:
         return {"kind": "queue", **redis_queue.status(config)}
     except redis_queue.QueueError as exc:
-        return {"kind": "queue", "queue": config.scheduler_queue, "error": str(exc)}
+        queue = redis_queue.shown(config.scheduler_queue)
+        return {"kind": "queue", "queue": queue, "error": str(exc)}
 
 
 def overview_lines(config: Config) -> list[str]:

@@ -16,12 +16,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lmagent.core.files import atomic_write, move_durably, read_json, utc_now
-from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED
+from lmagent.core.status import FINAL_STATUSES, STATUS_ERROR, STATUS_INTERRUPTED
 from lmagent.scheduler.inbox import History, Job, Malformed, Paths, parse_job, read_history
 from lmagent.sessions.store import SessionStore, is_session_id, new_session_id
 
 MAX_ATTEMPTS = 3  # times a task may be cut short by a dying daemon before it is failed
 KILLED = "the scheduler running it was stopped before it finished"
+
+
+# a session in one of these has had its run end (interrupted ones are run again)
+RUN_ENDINGS = tuple(status for status in FINAL_STATUSES if status != STATUS_INTERRUPTED)
 
 
 class TaskQueue:
@@ -124,6 +128,12 @@ class TaskQueue:
             reason = ""
             if job.attempt + 1 >= MAX_ATTEMPTS:
                 reason = f"the scheduler died while running this task {MAX_ATTEMPTS} times"
+        ended = self._ending_of(session_id)
+        if ended is not None:  # the run ended; only the scheduler's bookkeeping was cut short
+            outcome = "failed" if ended == STATUS_ERROR else "done"
+            record = {"task_file": name, "status": ended, "outcome": outcome}
+            self.complete(job, {**record, "session_id": session_id})
+            return
         if reason:
             self._end_session(session_id, STATUS_ERROR, reason)
             record = {"task_file": name, "status": "failed", "outcome": "failed", "error": reason}
@@ -143,6 +153,15 @@ class TaskQueue:
         if not is_session_id(session_id):
             return None
         return session_id if (self.paths.sessions / f"{session_id}.meta.json").is_file() else None
+
+    def _ending_of(self, session_id: str | None) -> str | None:
+        """How the task's session ended, when its run did end (a daemon killed after the run
+        wrote its ending, before the outcome was recorded); None while it still has to run."""
+        if not session_id:
+            return None
+        meta = read_json(self.paths.sessions / f"{session_id}.meta.json", {})
+        status = meta.get("status") if isinstance(meta, dict) else None
+        return status if status in RUN_ENDINGS else None
 
     def _end_session(self, session_id: str | None, status: str, reason: str) -> None:
         if session_id:

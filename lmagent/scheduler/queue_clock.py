@@ -63,7 +63,14 @@ class QueueClockStartedJobRegistry(StartedJobRegistry):
 
 
 class QueueClockJob(Job):
-    """A job whose started-job registry keeps Redis's clock."""
+    """A job whose started-job registry keeps Redis's clock, and which never runs a callback or
+    sends a webhook, whatever its fields in Redis name (queue_guard.py refuses such jobs; this
+    holds on RQ's other paths too, such as the cleanup of an abandoned job)."""
+
+    success_callback = failure_callback = stopped_callback = property(lambda self: None)
+
+    def send_webhooks(self, *args, **kwargs) -> None:
+        return None
 
     @property
     def started_job_registry(self):

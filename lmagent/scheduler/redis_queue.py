@@ -17,8 +17,9 @@ from __future__ import annotations
 import json
 import secrets
 from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit, urlunsplit
 
-from lmagent.core.config import Config
+from lmagent.core.config import PERMISSION_MODES, Config
 from lmagent.scheduler.inbox import task_fields
 from lmagent.sessions.waiting import parse_time
 
@@ -26,10 +27,21 @@ QUEUE_NAME = "lmagent"
 JOB_FUNCTION = "lmagent.scheduler.redis_worker.run_task"
 MAX_TRIES = 5  # a task whose worker died (or that could not start) this often is failed
 HISTORY_KEY = "lmagent:history"
+UNREACHABLE_KEY = "lmagent:model-unreachable:"  # + worker name: the server it waits for
 HISTORY_KEEP = 1000
 RESULT_TTL = 7 * 24 * 3600
 FAILURE_TTL = 30 * 24 * 3600
 INSTALL_HINT = "pip install -r requirements-queue.txt"
+
+
+def shown(url: str) -> str:
+    """A queue URL as it may be printed: its password replaced by ***."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user = f"{parts.username}:" if parts.username else ":"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}***@{host}"))
 
 
 class QueueError(RuntimeError):
@@ -46,7 +58,7 @@ def connect(url: str):
     try:
         connection.ping()
     except redis.exceptions.RedisError as exc:
-        raise QueueError(f"cannot reach the queue at {url}: {exc}") from None
+        raise QueueError(f"cannot reach the queue at {shown(url)}: {exc}") from None
     return connection
 
 
@@ -77,6 +89,31 @@ def task_payload(config: Config, data: dict) -> dict:
     else:
         workspace = {"path": str(data.get("workspace") or config.workspace)}
     return {"task": task, "session_id": session_id, "mode": mode, "workspace": workspace}
+
+
+PAYLOAD_KEYS = {"task", "session_id", "mode", "workspace", "wake"}
+
+
+def payload_problem(payload) -> str | None:
+    """Why a job's payload is not one `task_payload` (or a wake-up) makes, or None."""
+    if not isinstance(payload, dict) or not set(payload) <= PAYLOAD_KEYS:
+        return "its payload is not a task's: " + repr(payload)[:200]
+    try:
+        task_fields(payload)
+    except ValueError as exc:
+        return f"its payload is not a task's: {exc}"
+    if payload.get("mode") not in PERMISSION_MODES:
+        return f"its payload is not a task's: 'mode' must be one of {', '.join(PERMISSION_MODES)}"
+    if not isinstance(payload.get("wake", ""), str):
+        return "its payload is not a task's: 'wake' must be a string"
+    where = payload.get("workspace")
+    if not (
+        isinstance(where, dict)
+        and set(where) in ({"path"}, {"git", "branch"})
+        and all(isinstance(value, str) for value in where.values())
+    ):
+        return f"the task names no workspace path or git remote: {where!r}"[:300]
+    return None
 
 
 def new_task_id() -> str:
@@ -117,6 +154,24 @@ def submit(config: Config, data: dict) -> str:
     return enqueue(queue, payload, not_before).id
 
 
+def who_takes_it(config: Config) -> str:
+    """How many workers take tasks from the queue (and how many wait for a model server)."""
+    from rq import Worker
+
+    connection = connect(config.scheduler_queue)
+    count = len(Worker.all(queue=rq_queue(connection)))
+    url = shown(config.scheduler_queue)
+    if not count:
+        return (
+            f"no worker takes tasks from {url}: start one with `agent_main.py --queue {url} "
+            "--scheduler`, or the task waits"
+        )
+    said = f"{count} workers take" if count > 1 else "1 worker takes"
+    said += f" tasks from {url}"
+    waiting = len(waiting_for_model(connection))
+    return said + (f" ({waiting} waiting for their model server)" if waiting else "")
+
+
 def summary(payload: dict) -> str:
     text = payload.get("task") or f"resume {payload.get('session_id')}"
     return " ".join(text.split())[:80]
@@ -129,6 +184,21 @@ def record_outcome(connection, record: dict) -> None:
         pipeline.lpush(HISTORY_KEY, line)
         pipeline.ltrim(HISTORY_KEY, 0, HISTORY_KEEP - 1)
         pipeline.execute()
+
+
+def note_unreachable(connection, worker: str, url: str, since, ttl: int = 0) -> None:
+    """Note (or with `since` None, clear) that `worker` waits for the model server at `url`;
+    the note expires with the worker."""
+    if since is None:
+        connection.delete(UNREACHABLE_KEY + worker)
+        return
+    note = json.dumps({"worker": worker, "url": url, "since": since.isoformat()})
+    connection.set(UNREACHABLE_KEY + worker, note, ex=ttl)
+
+
+def waiting_for_model(connection) -> list[dict]:
+    notes = [connection.get(key) for key in connection.scan_iter(UNREACHABLE_KEY + "*")]
+    return sorted((json.loads(note) for note in notes if note), key=lambda n: n["worker"])
 
 
 def read_history(connection, recent: int = HISTORY_KEEP) -> list[dict]:
@@ -156,7 +226,7 @@ def status(config: Config, recent: int = 10) -> dict:
         if job is not None:
             running.append({"task_id": job_id, "worker": job.worker_name, "task": job.description})
     return {
-        "queue": config.scheduler_queue,
+        "queue": shown(config.scheduler_queue),
         "workers": sorted(worker.name for worker in Worker.all(queue=queue)),
         "queued": queue.get_job_ids(),
         "scheduled": [
@@ -165,6 +235,7 @@ def status(config: Config, recent: int = 10) -> dict:
         ],
         "running": running,
         "failed": FailedJobRegistry(queue=queue).get_job_ids(),
+        "waiting_for_model": waiting_for_model(connection),
         "recent": read_history(connection, recent),
     }
 
@@ -176,6 +247,11 @@ def status_lines(config: Config, recent: int = 10) -> list[str]:
         f"queue {info['queue']}: {len(info['workers'])} workers",
         f"queued: {len(info['queued'])}   scheduled: {len(info['scheduled'])}   "
         f"running: {len(info['running'])}   failed: {len(info['failed'])}",
+    ]
+    lines += [
+        f"  {n['worker']}: no model server answers at {n['url']} (since {n['since'][:19]}); "
+        "it takes no task until one does"
+        for n in info["waiting_for_model"]
     ]
     lines += [f"  running {r['task_id']} on {r['worker']}: {r['task']}" for r in info["running"]]
     lines += [f"  {s['task_id']} not before {s['not_before']}" for s in info["scheduled"]]

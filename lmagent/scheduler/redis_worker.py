@@ -27,6 +27,7 @@ from pathlib import Path
 
 from redis.exceptions import LockNotOwnedError
 from rq import SimpleWorker
+from rq.exceptions import StopRequested
 from rq.job_lifecycle import record_job_failure
 from rq.serializers import JSONSerializer
 from rq.utils import now
@@ -35,22 +36,25 @@ from lmagent.core.config import Config
 from lmagent.core.files import read_json
 from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
+from lmagent.llm.probe import probe_model
 from lmagent.loop.permissions import PermissionGate
 from lmagent.scheduler.queue_clock import (
     QueueClockIntermediateQueue,
     QueueClockJob,
-    QueueClockScheduler,
     clean_registries,
 )
+from lmagent.scheduler.queue_guard import CheckedScheduler, checked_queue
 from lmagent.scheduler.redis_queue import (
-    JOB_FUNCTION,
     MAX_TRIES,
+    QUEUE_NAME,
     QueueError,
     connect,
     enqueue,
+    note_unreachable,
     queue_time,
     record_outcome,
     rq_queue,
+    shown,
 )
 from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore, new_session_id
 from lmagent.sessions.waiting import parse_time
@@ -60,6 +64,7 @@ BUSY_WAIT = 2.0  # seconds to wait for a busy workspace before leaving the task 
 GIVE_BACK_DELAY = 1  # seconds before a task left by a worker is offered again
 CLOCK_TOLERANCE = 2.0  # seconds this machine's clock may differ from Redis's unremarked
 KILLED = "the worker running it stopped before it finished"
+MODEL_BACKOFF = 30  # seconds at most between two asks of a model server that does not answer
 ACTIVE: AgentWorker | None = None  # the worker of this process: RQ calls run_task in it
 
 
@@ -81,17 +86,20 @@ def run_task(payload: dict) -> dict:
 class AgentWorker(SimpleWorker):
     def __init__(self, config: Config, connection, log: Callable[[str], None], stop: StopToken):
         lease = config.scheduler_lease
+        name = f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() % 10**6}"
         super().__init__(
-            [rq_queue(connection)],
+            [QUEUE_NAME],  # a CheckedQueue (queue_class)
             connection=connection,
             serializer=JSONSerializer,
             job_class=QueueClockJob,
-            name=f"{socket.gethostname()}-{os.getpid()}-{time.time_ns() % 10**6}",
+            queue_class=checked_queue(name, log),
+            name=name,
             worker_ttl=15 + max(1, lease // 2),  # RQ waits this minus 15 s for a job at a time
             maintenance_interval=max(1, lease // 2),
             job_monitoring_interval=max(1, lease // 3),
         )
         self.config = config
+        self.roots = workspace_roots(config)
         self.lease = lease
         self.say = log
         self.runtimes: dict[Path, object] = {}
@@ -103,10 +111,15 @@ class AgentWorker(SimpleWorker):
     def get_heartbeat_ttl(self, job, working_time: float = 0.0) -> int:
         return self.lease
 
+    def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
+        """Take a task only while the model server answers."""
+        self.wait_for_model_server()
+        return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+
     def _start_scheduler(self, burst, logging_level, date_format, log_format) -> None:
         """RQ's scheduler, on Redis's clock, started when this worker takes its lock (this
         worker never runs in burst mode)."""
-        self.scheduler = QueueClockScheduler(
+        self.scheduler = CheckedScheduler(
             self.queues,
             connection=self.connection,
             logging_level=logging_level,
@@ -114,28 +127,29 @@ class AgentWorker(SimpleWorker):
             log_format=log_format,
             serializer=self.serializer,
         )
+        self.scheduler.checked = self.queue_class
         self.scheduler.acquire_locks(auto_start=True)
 
     def clean_registries(self) -> None:
         """RQ's maintenance (one worker at a time), on Redis's clock."""
         for queue in self.queues:
             if queue.acquire_maintenance_lock():
+                self.queue_class.refuse_planted(queue)
                 clean_registries(self, queue)
                 queue.release_maintenance_lock()
         self.last_cleaned_at = now()
 
     def execute_job(self, job, queue) -> None:
-        """Take the task's leases and workspace, run it with heartbeats, or leave it."""
-        if job.func_name != JOB_FUNCTION:  # whoever can write to Redis must not pick the code
-            self.fail(job, queue, f"not an lmagent task ({job.func_name}); never run")
-            return
-        where = (job.kwargs.get("payload") or {}).get("workspace")
+        """Take the task's leases and workspace, run it with heartbeats, or leave it. (RQ hands
+        over only jobs queue_guard.py found to be tasks.)"""
+        where = job.kwargs["payload"]["workspace"]
         try:
             workspace = self.workspace_for(job.id, where)
-            leases = self.take_leases(job.id, where)
+            leases = self.take_leases(job.id, workspace if "path" in where else None)
         except Refused as exc:
             self.give_back(job, queue, exc)
             return
+        self.say(f"worker: start {job.id} in {workspace}: {job.description}")
         execution = self.prepare_execution(job)
         self.current = (job, workspace, StopToken(self.stop_token), threading.Event())
         beat = threading.Thread(target=self.keep_alive, args=(job, execution, leases), daemon=True)
@@ -146,30 +160,73 @@ class AgentWorker(SimpleWorker):
             self.current[3].set()
             beat.join()
             self.current = None
-            for lease in leases:
-                with contextlib.suppress(Exception):
-                    lease.release()
+            self.release(leases)
 
     def request_stop(self, signum=None, frame=None):
         """SIGINT/SIGTERM: the running task is interrupted (and taken up again later)."""
         self.stop_token.stop("the worker is shutting down")
         super().request_stop(signum, frame)
 
+    # ------------------------------------------------------------------ the model server
+
+    def wait_for_model_server(self) -> None:
+        """While the model server does not answer, take no task (they stay queued): say so
+        once, note it for --scheduler-status, keep this worker alive in Redis, and ask again
+        after 1, 2, 4 … MODEL_BACKOFF seconds."""
+        url, since, delay = self.config.llm_url, None, 1.0
+        while not probe_model(self.config).reachable:
+            if since is None:
+                since = queue_time(self.connection)
+                self.say(f"worker: no model server answers at {url}; tasks stay queued")
+            note_unreachable(self.connection, self.name, url, since, self.worker_ttl + 60)
+            self.heartbeat()
+            if self.should_run_maintenance_tasks:
+                self.run_maintenance_tasks()
+            if self.stop_token.wait(delay):
+                raise StopRequested()
+            delay = min(delay * 2, MODEL_BACKOFF)
+        if since is not None:
+            note_unreachable(self.connection, self.name, url, None)
+            self.say(f"worker: the model server at {url} answers again; taking tasks")
+
     # ------------------------------------------------------------------ leases
 
-    def take_leases(self, task_id: str, where: dict) -> list:
+    def take_leases(self, task_id: str, shared: Path | None) -> list:
+        """The task's lease, and its workspace path's; Refused (busy) when either is held, or
+        when a run holds a workspace inside this one or around it (its sandbox could swap this
+        workspace, or a folder of it, for a link out of the roots before this run mounts it).
+        Each run checks after taking its own lease, so of two nested runs at least one sees the
+        other."""
         names = [f"task:{task_id}"]
-        if "path" in where:
-            names.append(f"workspace:{where['path']}")
+        if shared is not None:
+            names.append(f"workspace:{shared}")
         taken = []
         for name in names:
             lease = self.connection.lock(LOCK_PREFIX + name, timeout=self.lease, thread_local=False)
             if not lease.acquire(blocking=True, blocking_timeout=BUSY_WAIT):
-                for held in taken:
-                    held.release()
+                self.release(taken)
                 raise Refused(f"{name.split(':', 1)[0]} in use by another run", counts=False)
             taken.append(lease)
+        if shared is not None and (other := self.nested_run(shared)):
+            self.release(taken)
+            self.stop_token.wait(BUSY_WAIT)  # paced as a busy workspace is
+            raise Refused(f"workspace in use by another run (in {other})", counts=False)
         return taken
+
+    def nested_run(self, workspace: Path) -> str | None:
+        """The workspace of a running task that holds this one or lies in it, if any."""
+        prefix = LOCK_PREFIX + "workspace:"
+        for key in self.connection.scan_iter(prefix + "*"):
+            other = Path(key.decode("utf-8", "replace")[len(prefix) :])
+            if other in workspace.parents or workspace in other.parents:
+                return str(other)
+        return None
+
+    @staticmethod
+    def release(leases: list) -> None:
+        for lease in leases:
+            with contextlib.suppress(Exception):
+                lease.release()
 
     def keep_alive(self, job, execution, leases: list) -> None:
         """Renew RQ's heartbeat and the leases until the run ends; a lost lease stops it."""
@@ -206,13 +263,18 @@ class AgentWorker(SimpleWorker):
             pipeline.execute()
 
     def fail(self, job, queue, error: str) -> None:
-        """Move a task that cannot run to RQ's failed-job registry, with the reason."""
+        """Move a task that cannot run to RQ's failed-job registry, with the reason (also in
+        the run history)."""
         self.say(f"worker: failed {job.id}: {error}")
         job.save_meta()
         with self.connection.pipeline() as pipeline:
             self.leave_taken(job, queue, pipeline)
             record_job_failure(job, error, pipeline)
             pipeline.execute()
+        record_outcome(
+            self.connection,
+            {"task_id": job.id, "status": "failed", "worker": self.name, "error": error},
+        )
 
     def leave_taken(self, job, queue, pipeline) -> None:
         """Take a task this worker will not start off RQ's list of taken tasks, with the time
@@ -224,20 +286,16 @@ class AgentWorker(SimpleWorker):
 
     # ------------------------------------------------------------------ workspaces
 
-    def workspace_for(self, task_id: str, where) -> Path:
-        """The directory the task runs in here; Refused when this worker cannot reach it."""
-        if not isinstance(where, dict) or not ({"path", "git"} & set(where)):
-            raise Refused(f"the task names no workspace path or git remote: {where!r}")
+    def workspace_for(self, task_id: str, where: dict) -> Path:
+        """The directory the task runs in here; Refused when this worker cannot or may not
+        use it."""
         if "path" in where:
-            path = Path(str(where["path"]))
-            if not path.is_dir():
-                raise Refused(f"workspace {path} is not a directory on this worker")
-            return path
-        from lmagent.scheduler.git_workspace import GitError, check_out
+            return accepted_path(where["path"], self.roots, self.config.workspace)
+        from lmagent.scheduler.git_workspace import GitError, check_out, check_remote
 
         try:
-            branch = where.get("branch") or "main"
-            return check_out(self.config.workspace, task_id, str(where["git"]), str(branch))
+            check_remote(where["git"], [*self.roots, self.config.workspace])
+            return check_out(self.config.workspace, task_id, where["git"], where["branch"])
         except GitError as exc:
             raise Refused(str(exc)) from None
 
@@ -247,6 +305,25 @@ class AgentWorker(SimpleWorker):
 
             self.runtimes[config.workspace] = Runtime(config).start()
         return self.runtimes[config.workspace]
+
+    def quiesce(self, workspace: Path) -> None:
+        """Before the host runs git in a task's work tree: no sandboxed process of it may be
+        alive (one left behind could swap a folder for a link out of it while git reads).
+        Its runtime is closed, and every sandboxed process of it, whoever started it, killed;
+        GitError (the push is tried again later) when that cannot be made sure."""
+        from lmagent.sandbox.base import SandboxUnavailable
+        from lmagent.sandbox.select import quiesce
+        from lmagent.scheduler.git_workspace import GitError
+
+        runtime = self.runtimes.pop(workspace, None)
+        if runtime is not None:
+            runtime.close()
+        try:
+            stopped = quiesce(workspace)
+        except SandboxUnavailable as exc:
+            raise GitError(f"cannot make sure no sandboxed process is running: {exc}") from None
+        if stopped:
+            self.say(f"worker: stopped what the task left running: {', '.join(stopped)[:300]}")
 
     def close(self) -> None:
         for runtime in self.runtimes.values():
@@ -263,18 +340,26 @@ class AgentWorker(SimpleWorker):
         outcome = job.meta.get("outcome")
         if not isinstance(outcome, dict):
             outcome = self.timed_run(job, payload, workspace)
+            if outcome.pop("unreachable"):  # back on the queue, without spending a try
+                job.retries_left = (job.retries_left or 0) + 1
+                self.say(f"worker: put {job.id} back on the queue: {outcome['error']}")
+                raise RuntimeError(f"the model server stopped answering: {outcome['error']}")
             if outcome["status"] == STATUS_INTERRUPTED:
                 raise RuntimeError(f"interrupted: {outcome['error']}")  # RQ retries it
             self.keep(job, outcome)
         if "git" in payload["workspace"] and "branch" not in outcome:
             from lmagent.scheduler.git_workspace import push_result
 
-            self.keep(job, {**outcome, "branch": push_result(workspace, job.id)})
+            self.quiesce(workspace)
+            self.keep(job, {**outcome, "branch": push_result(self.config.workspace, job.id)})
         if not job.meta.get("recorded"):
             record_outcome(self.connection, job.meta["outcome"])
             job.meta["recorded"] = True
             job.save_meta()
-            self.say(f"worker: {outcome['status']} {job.id} (session {outcome['session_id']})")
+            self.say(
+                f"worker: {outcome['status']} {job.id} in {workspace} "
+                f"(session {outcome['session_id']})"
+            )
         return job.meta["outcome"]
 
     @staticmethod
@@ -295,6 +380,7 @@ class AgentWorker(SimpleWorker):
 
         store = SessionStore(config.workspace)
         outcome = {"task_id": job.id, "worker": self.name, "workspace": str(config.workspace)}
+        outcome["unreachable"] = False
         if payload.get("wake") and not still_waiting(store, payload):
             return {**outcome, "status": "skipped", "session_id": payload["session_id"]}
         task, session_id, session = payload.get("task"), job.meta.get("session_id"), None
@@ -333,6 +419,7 @@ class AgentWorker(SimpleWorker):
             "iterations": result.iterations,
             "tokens": result.tokens,
             "error": error,
+            "unreachable": bool(result.extra.get("unreachable")),
         }
 
     def queue_wake(self, payload: dict, session_id: str, wait_until: str) -> None:
@@ -341,6 +428,32 @@ class AgentWorker(SimpleWorker):
         wake = {**payload, "task": None, "session_id": session_id, "wake": wait_until}
         wait = parse_time(wait_until) - datetime.now(timezone.utc)
         enqueue(rq_queue(self.connection), wake, queue_time(self.connection) + wait)
+
+
+def workspace_roots(config: Config) -> list[Path]:
+    """QUEUE_WORKSPACE_ROOTS (default: the worker's WORKSPACE), symlinks resolved."""
+    return [Path(os.path.realpath(r)) for r in config.queue_workspace_roots or [config.workspace]]
+
+
+def accepted_path(path: str, roots: list[Path], own: Path) -> Path:
+    """A task's workspace path, symlinks resolved, when this worker may work in it: a
+    directory under one of `roots`, not inside an agent's data directory (`.lmagent/`), and
+    not holding this worker's own WORKSPACE (where its git tasks' work trees are). Refused
+    with the reason otherwise."""
+    if not os.path.isabs(path):
+        raise Refused(f"workspace {path!r} is not an absolute path")
+    real = Path(os.path.realpath(path))
+    if not real.is_dir():
+        raise Refused(f"workspace {path} is not a directory on this worker")
+    root = next((r for r in roots if r == real or r in real.parents), None)
+    if root is None:
+        listed = ":".join(map(str, roots))
+        raise Refused(f"workspace {path} is outside this worker's QUEUE_WORKSPACE_ROOTS ({listed})")
+    if ".lmagent" in real.relative_to(root).parts:
+        raise Refused(f"workspace {path} is inside an agent's own data directory (.lmagent)")
+    if real in Path(os.path.realpath(own)).parents:
+        raise Refused(f"workspace {path} holds this worker's own WORKSPACE")
+    return real
 
 
 def still_waiting(store: SessionStore, payload: dict) -> bool:
@@ -391,7 +504,7 @@ def run_worker(config: Config, log: Callable[[str], None], stop: StopToken) -> N
     while not stop.stopped:
         worker = AgentWorker(config, connection, log, stop)
         ACTIVE = worker
-        log(f"worker {worker.name}: taking tasks from {config.scheduler_queue}")
+        log(f"worker {worker.name}: taking tasks from {shown(config.scheduler_queue)}")
         try:
             worker.work(with_scheduler=True, logging_level="WARNING")
         except QueueError as exc:

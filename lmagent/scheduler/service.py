@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 
 from lmagent.core.config import Config
+from lmagent.core.files import read_json
 from lmagent.core.stop import StopToken
 from lmagent.scheduler.daemon import Scheduler, Sink
 from lmagent.scheduler.inbox import (
@@ -100,8 +101,10 @@ def status(config: Config, recent: int = 10) -> dict:
         else:
             queued.append(name)
     history = read_history(paths.history)
+    pid = DaemonLock(paths.lock).holder()
     return {
-        "daemon_pid": DaemonLock(paths.lock).holder(),
+        "daemon_pid": pid,
+        "model_unreachable": read_json(paths.model_note) if pid else None,
         "queued": len(queued),
         "scheduled": later,
         "processing": paths.claimed(),
@@ -119,6 +122,7 @@ def status_lines(config: Config, recent: int = 10) -> list[str]:
     pid = info["daemon_pid"]
     lines = [
         f"scheduler: {'running (pid ' + pid + ')' if pid else 'not running'}",
+        *model_line(info["model_unreachable"]),
         f"inbox: {info['queued']} queued, {len(info['scheduled'])} scheduled for later",
         f"processing: {len(info['processing'])}   done: {info['done']}   "
         f"failed: {info['failed']}   runs recorded: {info['runs']}",
@@ -133,6 +137,16 @@ def status_lines(config: Config, recent: int = 10) -> list[str]:
     for record in info["recent"]:
         lines.append("  " + _history_line(record))
     return lines
+
+
+def model_line(note) -> list[str]:
+    if not isinstance(note, dict):
+        return []
+    since = str(note.get("since", ""))[:19]
+    return [
+        f"model server: none answers at {note.get('url')} (since {since}); tasks stay in the "
+        "inbox until one does"
+    ]
 
 
 def _history_line(record: dict) -> str:

@@ -127,6 +127,8 @@ def stop_run_processes(ctx: ToolContext) -> list[dict]:
         stopped = sandbox.processes.stop_all(owner=owner(ctx))
     except ProcessError:
         return []  # the job server is gone, and with it every process
+    finally:
+        sandbox.sweep()  # from the host: nothing stopped or orphaned is left in the sandbox
     for process in stopped:
         _tell(ctx, process, "stopped")
     return [{"process_id": p["process_id"], "command": p["command"]} for p in stopped]
@@ -151,8 +153,12 @@ def kill_process(services: Services, process_id: str) -> str:
     """For /kill ID and the web panel's Stop: stop a background process (the user's call: any
     run's); what happened, in one line. Raises ProcessError for an unknown id."""
     sandbox = services.running_sandbox()
-    if sandbox is None:
-        raise ProcessError(f"there is no background process {process_id!r}")
+    listed = sandbox.processes.list() if sandbox is not None else []
+    known = next((p for p in listed if p["process_id"] == process_id), None)
+    if known is None:  # /ps lists the same processes
+        raise ProcessError(f"there is no background process {process_id!r}; /ps lists them")
+    if not known["running"]:
+        return f"{process_id} has already ended (exit code {known['exit_code']}); nothing to stop"
     stopped = sandbox.processes.kill(process_id)
     return f"{process_id} stopped (exit code {stopped['exit_code']})"
 

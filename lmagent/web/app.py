@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from flask import Flask, Response, jsonify, render_template, request, send_file
 
+from lmagent.commands import COMMANDS
 from lmagent.core.config import VERSION, Config
 from lmagent.core.workspace import Workspace
 from lmagent.runtime import unisolated_warning, unsandboxed_auto_refusal
@@ -47,7 +48,7 @@ DEFAULTS = {
     "MAX_STREAMS": MAX_STREAMS,
     "MAX_FAILURES": 5,
     "FAILURE_WINDOW": 15 * 60,
-    "SERVER_RECHECK": 10.0,  # seconds between probes of the LLM server for the page's header
+    "SERVER_RECHECK": 2.0,  # seconds between probes of the LLM server for the page's header
 }
 
 
@@ -276,6 +277,12 @@ def _install_run_routes(app: Flask, runs: RunManager) -> None:
             info["details"] = runs.details() + overview_lines(runs.config)
         return jsonify(info)
 
+    @app.get("/api/commands")
+    def commands():
+        """The slash commands the chat box takes: the REPL's table (lmagent/commands.py)."""
+        table = [{"name": c.name, "title": c.title, "help": c.help} for c in COMMANDS]
+        return jsonify({"commands": table})
+
     @app.get("/api/scheduler")
     def scheduler():
         """The scheduler panel: the directory inbox's state, or the distributed queue's."""
@@ -350,7 +357,7 @@ def _install_files(app: Flask, state: WebState) -> None:
             return jsonify(describe_file(workspace, path))
         raw = raw_file(workspace, path)
         download = request.args.get("download") == "1"
-        name = PurePosixPath(str(path)).name or "download"
+        name = download_name(str(path))
         response = send_file(
             raw.handle,
             mimetype=raw.mimetype,
@@ -381,6 +388,13 @@ def _install_files(app: Flask, state: WebState) -> None:
         if runtime is None or not runtime.vision_model:
             saved["warning"] = NO_VISION
         return jsonify(saved), 201
+
+
+def download_name(path: str) -> str:
+    """The file's name for Content-Disposition: control characters (a CR/LF would split the
+    header) become "_"; send_file writes the rest as RFC 6266 filename* when it is not ASCII."""
+    name = "".join("_" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in path)
+    return PurePosixPath(name).name or "download"
 
 
 # --------------------------------------------------------------------------- header, sessions

@@ -20,13 +20,14 @@ NO_MODEL = (
 
 
 class ServerHealth:
-    """The server's state, probed at most every `interval` seconds: the first question waits
-    for a probe, later ones get the last answer while a fresh probe runs in the background."""
+    """The server's state, probed at most every `interval` seconds: a question that finds the
+    last answer older waits for a fresh probe (2 s at most), so a server that stopped is seen at
+    the page's next check; questions meanwhile get the last answer."""
 
     def __init__(
         self,
         config: Config,
-        interval: float = 10.0,
+        interval: float = 2.0,
         probe: Callable[[Config], ModelInfo] = lambda config: probe_model(config, timeout=2.0),
     ):
         self.config = config
@@ -44,13 +45,11 @@ class ServerHealth:
             start = stale and not self._checking
             if start:
                 self._checking = True
+        if start:
+            return self.check()
         if state is None:
-            if start:
-                return self.check()
             self._first.wait()
             return self._state
-        if start:
-            threading.Thread(target=self.check, name="llm-health", daemon=True).start()
         return state
 
     def check(self) -> dict:

@@ -30,6 +30,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", help="the directory the agent works in")
     parser.add_argument("--permission", choices=PERMISSION_MODES)
     parser.add_argument(
+        "--embedded",
+        action="store_true",
+        help="start llama.cpp's server here with the bundled model, or your own .gguf "
+        "(EMBEDDED_MODEL=path), as `lmagent --embedded` does",
+    )
+    parser.add_argument(
         "--allow-unsandboxed-auto",
         action="store_true",
         help="allow auto mode with SANDBOX_BACKEND=process (commands unisolated on the host)",
@@ -55,6 +61,20 @@ def main(argv: list[str] | None = None) -> int:
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return 1
+    if not (args.embedded or config.llm_url == "embedded"):
+        return serve(config)
+    from lmagent.llm.embedded import EmbeddedError, embedded_config
+
+    try:
+        with embedded_config(config) as config:
+            return serve(config)
+    except EmbeddedError as exc:  # raised only while it starts
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def serve(config: Config) -> int:
+    """Serve the UI until Ctrl+C or SIGTERM."""
     Workspace(config.workspace).ensure()
     limit_malloc_arenas()
     addresses = announce(config.agent_host)

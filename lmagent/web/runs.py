@@ -129,7 +129,7 @@ class Run:
                 self.max_iterations = int(event.get("max") or 0)
         elif kind == "done":
             self.status = str(event.get("status") or STATUS_ERROR)
-            self.ending = {k: event.get(k) for k in ("status", "message", "wait_until")}
+            self.ending = {k: event.get(k) for k in ("status", "message", "wait_until", "summary")}
             self.ending.update(iterations=event.get("iterations"), tokens=event.get("tokens"))
 
 

@@ -23,7 +23,7 @@ import {
 import { $, api, clock, el, randomId } from './util.js';
 
 const STREAM_EVENTS = [
-  'run', 'session', 'token', 'thinking', 'tool_call', 'tool_result', 'status', 'iteration',
+  'run', 'session', 'token', 'thinking', 'tool_call', 'tool_result', 'status', 'iteration', 'progress',
   'permission_request', 'permission_answered', 'mode', 'done', 'error', 'resync', 'closed',
 ];
 
@@ -86,6 +86,7 @@ async function openSession(id) {
       status: meta.status,
       message: meta.last_message || meta.error || '',
       wait_until: meta.wait_until,
+      summary: meta.did,
       iterations: meta.iterations,
       tokens: meta.tokens,
     });
@@ -316,6 +317,7 @@ function show(type, event, run) {
     case 'tool_call': log.toolCall(event.id, event.name, event.arguments); break;
     case 'tool_result': log.toolResult(event.id, event.name, event.result, event.success, event); break;
     case 'status': log.status(event.message); break;
+    case 'progress': log.progress(event); break;
     case 'permission_answered': log.status(`permission: ${event.decision}`); break;
     case 'error': log.error(event.message); break;
     case 'done': log.ending({ ...event, elapsed: (Date.now() - run.startedAt) / 1000 }); break;

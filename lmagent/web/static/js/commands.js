@@ -1,44 +1,50 @@
-// The REPL's slash commands in the chat box. `app` gives what they act on: the log, the session
-// shown, the mode, and the page's navigation (open a session, start a new chat, side panel).
+// The REPL's slash commands in the chat box: the one table (lmagent/commands.py, served at
+// /api/commands) and a handler here for each of its names. `app` gives what they act on: the
+// log, the session shown, the mode, and the page's navigation.
 
 import { api, oneLine } from './util.js';
 
-export const COMMANDS = {
-  '/help': 'show the commands',
-  '/sessions': 'list saved sessions',
-  '/session [ID]': 'show the current session, or open another',
-  '/new': 'start a new session with the next message',
-  '/mode [auto|normal|manual]': 'show or set the permission mode',
-  '/plan': 'plan the next task and ask for approval first',
-  '/todo': 'show the todos and plan of the current session',
-  '/status': 'show model, workspace, sandbox, mode and the run',
-  '/soul': 'show the personality file (.lmagent/.soul.md)',
-};
-
 const HANDLERS = {
   '/help': help,
-  '/sessions': sessions,
-  '/session': session,
+  '/status': status,
   '/new': newSession,
+  '/session': session,
+  '/sessions': sessions,
   '/mode': mode,
   '/plan': plan,
   '/todo': todo,
-  '/status': status,
+  '/checkpoints': checkpoints,
+  '/undo': undo,
+  '/ps': ps,
+  '/kill': kill,
   '/soul': soul,
 };
+
+let table = null; // the commands, as /api/commands lists them
+
+async function commands() {
+  if (!table) {
+    const { ok, data } = await api('GET', '/api/commands');
+    if (ok) table = data.commands;
+  }
+  return table || [];
+}
 
 export async function runCommand(line, app) {
   const [name, ...rest] = line.split(/\s+/);
   const handler = HANDLERS[name.toLowerCase()];
-  if (!handler) {
+  const known = (await commands()).some((c) => `/${c.name}` === name.toLowerCase());
+  if (!handler || !known) {
     app.log.note(`unknown command ${name}; /help lists them`);
     return;
   }
   await handler(rest.join(' ').trim(), app);
 }
 
-function help(arg, app) {
-  const lines = Object.entries(COMMANDS).map(([c, d]) => `${c.padEnd(28)} ${d}`);
+async function help(arg, app) {
+  const listed = await commands();
+  const width = Math.max(...listed.map((c) => c.title.length)) + 2;
+  const lines = listed.map((c) => `${c.title.padEnd(width)}${c.help}`);
   app.log.note(`${lines.join('\n')}\n\nEnter sends, Shift+Enter adds a line, ↑/↓ recall earlier input.`);
 }
 
@@ -73,12 +79,15 @@ function plan(arg, app) {
   app.log.note('the next task starts with a plan for your approval');
 }
 
-async function todo(arg, app) {
+function shownSession(app) {
   const id = app.view();
-  if (!id) {
-    app.log.note('no session yet; type a task first');
-    return;
-  }
+  if (!id) app.log.note('no session yet; type a task first');
+  return id;
+}
+
+async function todo(arg, app) {
+  const id = shownSession(app);
+  if (!id) return;
   const { ok, data } = await api('GET', `/api/sessions/${encodeURIComponent(id)}`);
   if (!ok) {
     app.log.note(data.error || 'cannot read the session');
@@ -88,6 +97,58 @@ async function todo(arg, app) {
   for (const step of data.state.plan || []) lines.push(`step ${step.id} [${step.status}] ${step.description}`);
   for (const item of data.state.todos || []) lines.push(`#${item.id} [${item.status}] ${item.description}`);
   app.log.note(lines.length ? lines.join('\n') : 'no todos or plan in this session');
+}
+
+async function checkpoints(arg, app) {
+  const id = arg || shownSession(app);
+  if (!id) return;
+  const { ok, data } = await api('GET', `/api/sessions/${encodeURIComponent(id)}/checkpoints`);
+  if (!ok) {
+    app.log.note(data.error || 'cannot read the checkpoints');
+    return;
+  }
+  const lines = (data.steps || []).map((step) => {
+    const when = String(step.time || '').slice(0, 19).replace('T', ' ');
+    const tool = step.kind === 'restore' ? `restore (to before step ${step.restored_step})` : (step.tool || '?');
+    return `${String(step.step).padEnd(3)} ${when}  ${tool.padEnd(10)}  ${(step.changed || []).join(', ')}`;
+  });
+  app.log.note(lines.length ? lines.join('\n') : `session ${id} changed no files: it has no checkpoints`);
+}
+
+async function undo(arg, app) {
+  if (arg !== '' && arg !== 'force') {
+    app.log.note('usage: /undo, or /undo force to overwrite files edited since');
+    return;
+  }
+  const id = shownSession(app);
+  if (!id) return;
+  const { ok, data } = await api('POST', '/api/restore', { session_id: id, force: arg === 'force' });
+  if (!ok) {
+    app.log.note((data.error || 'the restore failed').replace('--force', '/undo force'));
+    return;
+  }
+  const files = data.changed || [];
+  app.log.note(`restored the files to before step ${data.restored_step} of session ${id}: `
+    + `${files.length} file(s) changed back (${files.slice(0, 10).join(', ')}). `
+    + `This restore is step ${data.step} and can itself be undone`);
+}
+
+async function ps(arg, app) {
+  const { data } = await api('GET', '/api/processes');
+  const lines = (data.processes || []).map((p) => {
+    const state = p.running ? 'running' : `exited ${p.exit_code}`;
+    return `${p.process_id.padEnd(4)} ${state.padEnd(10)} ${oneLine(p.command, 60)}  (log: ${p.log})`;
+  });
+  app.log.note(lines.length ? lines.join('\n') : 'no background processes');
+}
+
+async function kill(arg, app) {
+  if (!arg) {
+    app.log.note('usage: /kill ID (the ids are in /ps)');
+    return;
+  }
+  const { data } = await api('POST', `/api/processes/${encodeURIComponent(arg)}/kill`, {});
+  app.log.note(data.message || data.error || 'no answer');
 }
 
 async function status(arg, app) {

@@ -5,7 +5,7 @@
 
 import { $, api, el } from './util.js';
 
-const RECHECK_MS = 10000;
+const RECHECK_MS = 3000; // with the server's 2 s probe interval: a stopped server shows in 5 s
 const STATES = {
   reachable: 'server ready',
   loading: 'server: no model loaded',
@@ -72,11 +72,43 @@ function sessionText(item) {
 
 function filterSessions() {
   const words = $('session-search').value.toLowerCase().split(/\s+/).filter(Boolean);
+  let shown = 0;
   for (const item of $('session-list').children) {
     const button = item.querySelector('.session-item');
     if (!button) continue;
     item.hidden = !words.every((word) => sessionText(item).includes(word));
+    if (!item.hidden) shown += 1;
   }
+  $('session-none').hidden = !words.length || shown > 0;
+}
+
+// Icons drawn by the page itself (an emoji is an empty box without an emoji font).
+const ICONS = {
+  rename: ['M4 20h4L19 9l-4-4L4 16z', 'M13 7l4 4'],
+  delete: ['M4 7h16', 'M9 7V4h6v3', 'M6 7l1 13h10l1-13', 'M10 11v6', 'M14 11v6'],
+};
+
+function icon(name) {
+  const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+  svg.setAttribute('viewBox', '0 0 24 24');
+  svg.setAttribute('aria-hidden', 'true');
+  svg.setAttribute('class', `icon-svg icon-${name}`);
+  for (const d of ICONS[name]) {
+    const path = document.createElementNS('http://www.w3.org/2000/svg', 'path');
+    path.setAttribute('d', d);
+    svg.append(path);
+  }
+  return svg;
+}
+
+function iconButton(name, label, action) {
+  const button = el('button', 'icon small');
+  button.type = 'button';
+  button.title = name === 'delete' ? 'Delete' : 'Rename';
+  button.setAttribute('aria-label', label);
+  button.append(icon(name));
+  button.addEventListener('click', action);
+  return button;
 }
 
 function refreshList() {
@@ -116,19 +148,9 @@ function decorateSessions() {
     const id = button.dataset.id;
     const name = button.querySelector('.task')?.textContent || id;
     const actions = el('span', 'session-actions');
-    const rename = el('button', 'icon small', '✎');
-    rename.type = 'button';
-    rename.title = 'Rename';
-    rename.setAttribute('aria-label', `Rename ${name}`);
-    rename.addEventListener('click', () => renameSession(id, name));
-    actions.append(rename);
+    actions.append(iconButton('rename', `Rename ${name}`, () => renameSession(id, name)));
     if (!button.querySelector('.status-running')) {
-      const remove = el('button', 'icon small', '🗑');
-      remove.type = 'button';
-      remove.title = 'Delete';
-      remove.setAttribute('aria-label', `Delete ${name}`);
-      remove.addEventListener('click', () => deleteSession(id, name));
-      actions.append(remove);
+      actions.append(iconButton('delete', `Delete ${name}`, () => deleteSession(id, name)));
     }
     item.classList.add('with-actions');
     item.append(actions);

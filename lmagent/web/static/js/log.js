@@ -12,6 +12,15 @@ const ENDINGS = {
   max_iterations: 'Reached the iteration limit',
 };
 
+function progressText(event) {
+  const elapsed = clock(event.elapsed || 0);
+  if (event.phase === 'tool') return `running ${event.name} · ${elapsed}`;
+  if (!event.total) return `reading the prompt · ~${(event.tokens || 0).toLocaleString()} tokens · ${elapsed}`;
+  const done = event.processed || 0;
+  const left = event.eta !== undefined ? ` · ~${clock(event.eta)} left` : '';
+  return `reading the prompt ${Math.floor((100 * done) / event.total)}% · ${done.toLocaleString()}/${event.total.toLocaleString()} tokens · ${elapsed}${left}`;
+}
+
 export class ChatLog {
   constructor(element) {
     this.element = element;
@@ -19,6 +28,7 @@ export class ChatLog {
     this.thinking = null;
     this.tools = new Map();
     this.agents = new Map();
+    this.waiting = null; // the progress line while the model reads the prompt or a tool runs
     this.stick = true; // follow new output unless the reader scrolled up
     this.scrollPending = false;
     // The scroll position is read only on scroll events and written once a frame, never per
@@ -51,6 +61,7 @@ export class ChatLog {
     this.element.replaceChildren();
     this.tools.clear();
     this.agents.clear();
+    this.waiting = null;
   }
 
   note(text) {
@@ -77,6 +88,33 @@ export class ChatLog {
     wrap.append(body);
     renderMarkdown(body, text);
     return this.add(wrap);
+  }
+
+  // ---------------------------------------------------------------- progress
+
+  // One line, updated in place: what is being waited for, for how long, and a bar with the
+  // time left when the server reports its reading of the prompt. Gone when the wait ends.
+  progress(event) {
+    if (event.done) {
+      if (this.waiting) this.waiting.node.remove();
+      this.waiting = null;
+      return;
+    }
+    if (!this.waiting) {
+      const node = el('div', 'progress-line');
+      const bar = el('progress');
+      const text = el('span');
+      node.append(text, bar);
+      this.waiting = { node, bar, text };
+    }
+    this.add(this.waiting.node); // kept last in the log
+    const { bar, text } = this.waiting;
+    bar.hidden = !event.total;
+    if (event.total) {
+      bar.max = event.total;
+      bar.value = event.processed || 0;
+    }
+    text.textContent = progressText(event);
   }
 
   // ---------------------------------------------------------------- streaming
@@ -213,6 +251,7 @@ export class ChatLog {
     if (info.tokens) facts.push(`${info.tokens} tokens`);
     if (info.elapsed) facts.push(clock(info.elapsed));
     let detail = status === 'completed' ? '' : (info.message || '');
+    if (info.summary) detail = (detail ? detail + '\n' : '') + info.summary;
     if (facts.length) detail = (detail ? detail + '\n' : '') + facts.join(' · ');
     if (detail) box.append(el('div', 'detail', detail));
     return this.add(box);

@@ -113,6 +113,17 @@ async function confirmRestore(box, sessionId, step, done) {
     box.append(card);
     return;
   }
+  if (!(data.files || []).length) {
+    const nothing = el('div', 'question', `The files are already as they were before step ${step.step}: restoring would change nothing.`);
+    const close = el('button', 'deny', 'Close');
+    close.type = 'button';
+    close.addEventListener('click', () => card.remove());
+    const actions = el('div', 'actions');
+    actions.append(close);
+    card.append(nothing, actions);
+    box.append(card);
+    return;
+  }
   card.append(el('div', 'question', `Restore the files to how they were before step ${step.step}?`));
   const list = el('ul', 'restore-files');
   for (const path of data.files || []) list.append(el('li', null, path));
