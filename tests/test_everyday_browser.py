@@ -181,7 +181,8 @@ def test_a_dismissed_delete_keeps_the_session(tabs, web, workspace):
 
 def test_code_is_highlighted_and_copied(tabs, web, llm):
     code = "def greet(name):\n    return f'hi {name}'"
-    llm.add(text(f"Here:\n\n```python\n{code}\n```\n\nTASK_COMPLETE"))
+    answer = text(f"Here:\n\n```python\n{code}\n```\n\nTASK_COMPLETE")
+    llm.add(answer, answer)  # code before any tool call is questioned once; the answer stands
     tab = tabs(web)
     tab.context.grant_permissions(["clipboard-read", "clipboard-write"])
     tab.sign_in()
