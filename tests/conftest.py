@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -124,6 +125,29 @@ def running():
     yield start
     for proc in started:
         proc.kill()
+
+
+# --------------------------------------------------------------------------- containers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_sandbox_container_outlives_the_session(tmp_path_factory):
+    """Docker sandboxes persist per workspace by design; every test workspace lies under this
+    session's base temporary folder, so their containers are removed when the session ends
+    (also for tests that reach Docker through the loop, the web UI or a queue worker)."""
+    yield
+    base = str(tmp_path_factory.getbasetemp()) + os.sep
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        found = client.containers.list(all=True, filters={"label": "lmagent.sandbox=1"})
+    except Exception:  # no engine, no package: nothing was started there
+        return
+    for container in found:
+        if container.labels.get("lmagent.workspace", "").startswith(base):
+            with contextlib.suppress(Exception):
+                container.remove(force=True)
 
 
 # --------------------------------------------------------------------------- attack counts
