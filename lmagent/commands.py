@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lmagent.core.config import PERMISSION_MODES
+
 
 @dataclass(frozen=True)
 class Command:
@@ -24,7 +26,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("new", "", "start a new session with the next task"),
     Command("session", "[ID]", "show the current session, or switch to another"),
     Command("sessions", "", "list saved sessions"),
-    Command("mode", "[auto|normal|manual]", "show or set the permission mode"),
+    Command("mode", f"[{'|'.join(PERMISSION_MODES)}]", "show or set the permission mode"),
     Command("plan", "", "plan the next task and ask for approval before acting"),
     Command("todo", "", "show the todos and plan of the current session"),
     Command("checkpoints", "[ID]", "list the changing steps of this session (or of session ID)"),
