@@ -130,7 +130,8 @@ def test_a_4096_token_window_is_never_exceeded(workspace):
 
 def test_auto_turns_to_text_calls_when_the_model_writes_them(workspace):
     doubled = '{{"name": "write", "arguments": {"path": "x.py", "content": "print(1)"}}}'
-    turns = [text(doubled), text("Done.\nTASK_COMPLETE"), text("Again.\nTASK_COMPLETE")]
+    done = text("Done.\nTASK_COMPLETE")  # twice: a program written and never run is questioned
+    turns = [text(doubled), done, done, text("Again.\nTASK_COMPLETE")]
     with llama_cpp(turns) as llm:  # a template that knows tools: native first
         config = make_config(workspace, llm, enable_mcp=False)
         events: list[dict] = []
@@ -228,8 +229,8 @@ def test_an_unreadable_attempted_call_is_a_format_error_not_the_end(workspace):
     broken = '{{"name": "write", "arguments": {"path": "a.py", "content": "print("hi")"}}}'
     fixed = '{"name": "write", "arguments": {"path": "a.py", "content": "print(\\"hi\\")"}}'
     result, requests = blocked_run(
-        workspace, [text(broken), text(fixed), text("Written.\nTASK_COMPLETE")]
-    )
+        workspace, [text(broken), text(fixed), *[text("Written.\nTASK_COMPLETE")] * 2]
+    )  # the second TASK_COMPLETE: a program written and never run is questioned once
     assert result.status == "completed"
     assert "could not be read" in requests[1]["messages"][-1]["content"]
     assert (workspace / "a.py").read_text() == 'print("hi")'

@@ -252,6 +252,7 @@ class _StreamState:
         self.started = time.monotonic()
         self.view: AnswerStream | None = None  # a constrained reply: only its answer is shown
         self.must = ""  # a constrained reply must be: "call", "answer", or "" (either)
+        self.temperature: float | None = None  # for this reply only (None: LLM_TEMPERATURE)
 
     def ask_anew(self) -> None:
         """The same question asked again on purpose: a different reply is no surprise."""
@@ -533,11 +534,18 @@ class LLMClient:
         return self.native_tools or self.constrained
 
     def build_body(
-        self, messages: list[dict], tools: list[dict], stream: bool, must: str = ""
+        self,
+        messages: list[dict],
+        tools: list[dict],
+        stream: bool,
+        must: str = "",
+        temperature: float | None = None,
     ) -> dict:
+        if temperature is None:
+            temperature = self.config.llm_temperature
         body: dict = {
             "messages": self._messages.clean(messages, "tools" in self.dropped_params),
-            "temperature": self.config.llm_temperature,
+            "temperature": temperature,
             "stream": stream,
         }
         if self.model:
@@ -570,13 +578,16 @@ class LLMClient:
         callbacks: Callbacks | None = None,
         stop: StopToken | None = None,
         must: str = "",
+        temperature: float | None = None,
     ) -> Reply:
         """One model reply, streamed, with the retry policy applied (except context overflow).
-        `must` ("call"/"answer") holds a constrained reply to a call, or to an answer."""
+        `must` ("call"/"answer") holds a constrained reply to a call, or to an answer;
+        `temperature` replaces LLM_TEMPERATURE for this reply."""
         callbacks = callbacks or Callbacks()
         stop = stop or StopToken()
         state = _StreamState(callbacks, self.config.thinking_model)
         state.must = must
+        state.temperature = temperature
         tries: dict[str, int] = {}
         while True:
             constrained = bool(tools) and self.constrained
@@ -664,7 +675,7 @@ class LLMClient:
         """One request; the Reply, or None for a stream that carried nothing. A reply that
         keeps repeating itself is cut off (its connection is closed, not reused)."""
         try:
-            body = self.build_body(messages, tools, stream, state.must)
+            body = self.build_body(messages, tools, stream, state.must, state.temperature)
             with self._open(body, stop) as response:
                 try:
                     if "text/event-stream" not in (response.getheader("Content-Type") or ""):

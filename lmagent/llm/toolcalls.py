@@ -8,6 +8,11 @@ Accepted forms (text around them is allowed):
   a JSON object {"name": ..., "arguments": ...} (or a list of them) in a ``` fence or in prose,
   also with its braces doubled ({{"name": ...}}, copied from a chat template) or with an extra
   key beside name and arguments (then only for a known tool)
+With `blocks` (TOOL_CALL_MODE=text, whose prompt teaches them), fenced blocks are actions too,
+when the reply has no call in the forms above (see `block_actions`):
+  ```bash / ```sh / ```shell block       -> shell with its commands (```console: its "$ " lines)
+  a path on its own line, then a fence   -> write that file with the block's content
+  a fence whose first line is only "# path" or "// path" -> the same
 Tolerated: trailing commas, raw line breaks inside strings, single quotes, Python literals,
 "parameters" for "arguments", arguments as a JSON string, "functions.NAME", think blocks (calls
 inside them are thoughts, also in a block that was never closed).
@@ -57,9 +62,10 @@ class _TooDeep(FormatError):
         super().__init__("the JSON is nested too deeply")
 
 
-def extract_text_calls(text: str, known: set[str]) -> list[dict]:
+def extract_text_calls(text: str, known: set[str], blocks: bool = False) -> list[dict]:
     """Tool calls written in `text`, as [{"name", "arguments"}]; [] when there are none.
-    Arguments are a dict, or text when nested too deeply to decode."""
+    Arguments are a dict, or text when nested too deeply to decode. With `blocks`, fenced
+    blocks are actions when no call is written in another form."""
     text = _without_thinking(text or "")
     for alias, tag in ALIASES.items():
         text = text.replace(alias, tag)
@@ -69,7 +75,7 @@ def extract_text_calls(text: str, known: set[str]) -> list[dict]:
             return calls
     if any(marker in text for marker in MARKERS):
         raise FormatError("no call with a tool name was found")
-    return []
+    return block_actions(text, known) if blocks else []
 
 
 def _without_thinking(text: str) -> str:
@@ -182,6 +188,78 @@ def _calls_in_prose(text: str, known: set[str]) -> list[dict]:
         if _is_call(data, known):
             calls.append(_call_from_object(data, known))
     return calls
+
+
+# --------------------------------------------------------------------------- fenced blocks
+
+SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "zsh", "console", "terminal"})
+_BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w.+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+_PATH = re.compile(r"(?:\.{0,2}/)?[\w.-]+(?:/[\w.-]+)*")
+_HEADER_WORDS = re.compile(r"^(?:file(?:name)?|path|create|save(?: as)?|update|in)\s*:?\s+", re.I)
+_COMMENT_PATH = re.compile(r"^\s*(?:#|//|--)\s*(?:file(?:name)?:\s*)?(\S+)\s*$", re.I)
+_NAMES_WITHOUT_DOT = frozenset({"Makefile", "Dockerfile", "Procfile", "LICENSE", "Gemfile"})
+
+
+def block_actions(text: str, known: set[str]) -> list[dict]:
+    """The reply's fenced blocks that are actions, in order: a shell-language block runs
+    (unless a file path names it: then it is that file), a block named by a path is written.
+    Any other block (an example, expected output) is only text."""
+    actions = []
+    for match in _BLOCK.finditer(text):
+        language, body = match.group(1).lower(), match.group(2)
+        path, body = _named_path(text[: match.start()], body)
+        if path and "write" in known:
+            arguments = {"path": path, "content": body}
+            actions.append({"name": "write", "arguments": arguments, "block": True})
+        elif language in SHELL_LANGUAGES and "shell" in known:
+            command = _commands_of(body, language)
+            if command:
+                actions.append({"name": "shell", "arguments": {"command": command}})
+    return actions
+
+
+def _named_path(before: str, body: str) -> tuple[str, str]:
+    """(path, content): the path on the line just before the fence (decorated as markdown may
+    decorate it: **app.py**, `app.py`, ### app.py, File: app.py), else the block's first line
+    when it is only a comment naming a path (then left out of the content)."""
+    lines = before.rstrip("\n").rsplit("\n", 1)
+    header = _as_path(lines[-1]) if lines else ""
+    if header:
+        return header, body
+    first, _, rest = body.partition("\n")
+    match = _COMMENT_PATH.match(first)
+    if match and _as_path(match.group(1)):
+        return _as_path(match.group(1)), rest
+    return "", body
+
+
+def _as_path(line: str) -> str:
+    """`line` as a relative file path when that is all it says; "" otherwise."""
+    text = line.strip().strip("*_`#>").strip()
+    text = _HEADER_WORDS.sub("", text).strip().strip("*_`").rstrip(":").strip().strip("*_`")
+    if not _PATH.fullmatch(text) or text.startswith("/") or ".." in text.split("/"):
+        return ""
+    name = text.rsplit("/", 1)[-1]
+    has_extension = "." in name.strip(".") and not name.endswith(".")
+    return text if has_extension or name in _NAMES_WITHOUT_DOT else ""
+
+
+def _is_command(line: str) -> bool:
+    """Not blank, not a comment (a model ends a reply with "# TASK_COMPLETE" in a block)."""
+    text = line.strip()
+    return bool(text) and not text.startswith("#")
+
+
+def _commands_of(body: str, language: str) -> str:
+    """A shell block's commands: in a console transcript only its "$ " lines; a "$ " prompt
+    in front of every command line is dropped."""
+    lines = [line for line in body.strip("\n").splitlines() if _is_command(line)]
+    prompted = [line for line in lines if line.lstrip().startswith("$ ")]
+    if language in ("console", "terminal") and prompted:
+        lines = prompted
+    if lines and len(prompted) == len(lines):
+        lines = [line.lstrip()[2:] for line in lines]
+    return "\n".join(lines).strip()
 
 
 # --------------------------------------------------------------------------- one call

@@ -46,7 +46,7 @@ def result_messages(calls: list[dict], results: list[dict], native: bool) -> lis
             for call, result in pairs
         ]
     text = "\n".join(
-        f'<tool_result name="{call["name"]}">{_result_text(result)}</tool_result>'
+        f'<tool_result name="{call["name"]}">{_result_text(readable(result))}</tool_result>'
         for call, result in pairs
     )
     return [{"role": "user", "content": text}]
@@ -64,8 +64,22 @@ def _history_arguments(call: dict) -> str:
     return arguments if isinstance(value, dict) else "{}"
 
 
-def _result_text(result: dict) -> str:
-    text = json.dumps(result, ensure_ascii=False)
+TEXT_FIELDS = ("output", "content")  # shown as they are, after the rest, in text results
+
+
+def readable(result: dict) -> dict | str:
+    """A result for a model that calls tools in text: a command's output or a file's content
+    as it is, after the other fields (a small model misreads the escaped \\n of JSON and
+    copies it into the files it writes)."""
+    field = next((f for f in TEXT_FIELDS if "\n" in str(result.get(f, ""))), None)
+    if field is None:
+        return result
+    rest = {key: value for key, value in result.items() if key != field}
+    return f"{json.dumps(rest, ensure_ascii=False)}\n{field}:\n{result[field]}"
+
+
+def _result_text(result: dict | str) -> str:
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     if len(text) > TOOL_RESULT_CHARS:
         half = TOOL_RESULT_CHARS // 2
         text = text[:half] + f" …[{len(text) - TOOL_RESULT_CHARS} characters cut]… " + text[-half:]

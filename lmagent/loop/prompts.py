@@ -29,7 +29,7 @@ WAIT_LINE = re.compile(
 )
 CODE_BLOCK = re.compile(r"^\s*```", re.M)
 BLOCKED_LINE = re.compile(r"^\s*[*_`]*BLOCKED[*_`]*:\s*(.+)$", re.M)
-COMPLETE_LINE = re.compile(r"^\s*[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M)
+COMPLETE_LINE = re.compile(r"^\s*(?:#+\s*)?[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M)
 
 PLAN_REQUEST = (
     "Before doing anything, write a short numbered plan (one line per step, at most 10 steps) "
@@ -48,10 +48,20 @@ NUDGE_CODE = (
     "real. Use the tools now: write to save a file, shell to run a command. If the task only "
     "asked a question, answer it and reply TASK_COMPLETE."
 )
+NUDGE_CODE_BLOCKS = (
+    "Nothing was done: that code was only shown, and any output shown is not real. To save a "
+    "file, write its path on the line just before the block; to run commands, use a ```bash "
+    "block. If the task only asked a question, answer it and reply TASK_COMPLETE."
+)
 NUDGE_BLOCKED = (
     "Do not give up after one failed call. Read the error in the result above, fix the cause "
     "(a wrong path or argument, a missing file or package, a typo in the command) and try "
     "again. Reply BLOCKED again only if it truly cannot be done."
+)
+NUDGE_CHECK = (
+    "Before finishing, check your work: files changed since you last looked at a result. Run "
+    "the program or its tests, or show the file you wrote (cat FILE), and compare it with the "
+    "task. Then reply TASK_COMPLETE, or fix what is wrong."
 )
 NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
@@ -91,11 +101,16 @@ _NATIVE_CALLS = (
     '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
 )
 # no worked example: a small model copies it literally (it ran "python app.py" in a folder
-# without one, five times)
+# without one, five times). Fenced blocks first: a coder model writes them unasked.
 _TEXT_CALLS = (
-    "To use a tool, write the call in your reply, one per line, as\n"
-    '<tool_call>{"name": "TOOL", "arguments": {"ARGUMENT": "VALUE"}}</tool_call>\n'
-    "and stop: its result comes back in the next message."
+    "How to act: write actions in your reply. They run in order when your reply ends, and "
+    "their results come back in the next message.\n"
+    "- Run shell commands: put them in a ```bash block.\n"
+    "- Create or replace a file: write its path on a line of its own, then a fenced block "
+    "with the file's whole new content.\n"
+    '- Any other tool: <tool_call>{"name": "TOOL", "arguments": {"ARGUMENT": "VALUE"}}'
+    "</tool_call>\n"
+    "Code in any other form is only shown: it is not saved and not run."
 )
 # Worked calls: small models copy the shape (and, without them, pick tools at random).
 _JSON_REPLIES = (

@@ -9,11 +9,13 @@ What the model is told and how its plain replies are read lives in lmagent/loop/
 from __future__ import annotations
 
 import contextlib
+import json
 import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 from lmagent.checkpoints.recorder import StepRecorder, needs_checkpoint
 from lmagent.core.config import Config
@@ -44,6 +46,8 @@ from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
+from lmagent.loop.merge import merge_python
+from lmagent.loop.named import named_files_message
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Ticker
@@ -53,7 +57,9 @@ from lmagent.loop.prompts import (
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
     NUDGE_BLOCKED,
+    NUDGE_CHECK,
     NUDGE_CODE,
+    NUDGE_CODE_BLOCKS,
     NUDGE_EMPTY,
     NUDGE_NOTHING_DONE,
     NUDGE_REPEATING,
@@ -89,6 +95,10 @@ __all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
+PROGRAM_SUFFIXES = frozenset(
+    {".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".cpp", ".java"}
+)
+UNSTICK_TEMPERATURE = 0.7  # for the reply after one that repeated an earlier one
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
 SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
@@ -187,10 +197,14 @@ class AgentRun:
         self.nudged_code = False
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
+        self.unchecked = False  # files changed since the model last looked at a result
+        self.nudged_check = False
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
+        self.replies: set[str] = set()  # this run's replies, to notice one repeated
+        self.unstick = False  # the last reply repeated an earlier one: sample the next
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
         self.outcome = Outcome()  # what this run did, for its ending
@@ -310,6 +324,7 @@ class AgentRun:
         self.compact_if_needed()
         answering = self.reply_rule() == "answer"
         reply = self.query()
+        self.notice_repeat(reply)
         if _is_empty(reply) and self.client.native_tools:
             # some servers (llama-cpp-python's function calling) can only answer in text
             # when no tools are offered: ask once more without them before calling it empty
@@ -336,8 +351,28 @@ class AgentRun:
         self.format_errors = 0
         self.nudges = 0
         self.run_calls(message, calls, native)
-        if COMPLETE_LINE.search(reply.content) and self.last_calls_ok:
+        if COMPLETE_LINE.search(reply.content) and self.last_calls_ok and self.saw_output(calls):
             raise Completed(final_text(reply.content))
+
+    def saw_output(self, calls: list[dict]) -> bool:
+        """Whether a reply that ends the task with calls can end it: with text calls (small
+        models), not when it ran commands whose output it has not seen (it "finishes" with a
+        command that printed an error, or an answer it never read)."""
+        return self.client.tool_form != "text" or all(c["name"] != "shell" for c in calls)
+
+    def show_named_files(self, task: str) -> None:
+        """Before the first reply to a new task: the files and folders it names, as they are
+        (lmagent.loop.named)."""
+        text = named_files_message(task, self.look)
+        if text:
+            self.session.append({"role": "user", "content": text})
+            self.emit("status", message="showed the model the files the task names")
+
+    def look(self, name: str, arguments: dict) -> dict:
+        """A reading tool's result, run for the model (never one that changes things)."""
+        if name not in self.toolset or self.toolset.changes_things(name):
+            return {"success": False}
+        return self.toolset.execute(self.ctx, name, arguments)
 
     # ------------------------------------------------------------------ model
 
@@ -390,13 +425,34 @@ class AgentRun:
             return ""
         return "call" if self.session.history[-1]["role"] == "user" else "answer"
 
+    def notice_repeat(self, reply) -> None:
+        """A reply the same as an earlier one in this run makes the next one sampled: with
+        greedy sampling (a small model's default) the same context gives the same reply, so a
+        model that repeats a failing step after being told would repeat it forever."""
+        said = reply.content.strip() + json.dumps(reply.tool_calls or [], sort_keys=True)
+        self.unstick = said in self.replies
+        self.replies.add(said)
+
+    def next_temperature(self) -> float | None:
+        """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
+        if self.unstick and self.config.llm_temperature < UNSTICK_TEMPERATURE:
+            return UNSTICK_TEMPERATURE
+        return None
+
     def ask_model(self, tools: bool):
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
         sent_estimate = estimate_tokens(messages[:1]) + self.session.history_tokens
         with Ticker(self.emit, "prompt", tokens=sent_estimate + self.prompt_overhead) as reading:
-            reply = self.client.chat(messages, schemas, self.callbacks(reading), self.stop, must)
+            reply = self.client.chat(
+                messages,
+                schemas,
+                self.callbacks(reading),
+                self.stop,
+                must,
+                temperature=self.next_temperature(),
+            )
         self.count_tokens(reply, sent_estimate)
         return reply
 
@@ -416,8 +472,9 @@ class AgentRun:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
+        blocks = self.client.tool_form == "text"  # its prompt teaches fenced blocks as actions
         try:
-            calls = extract_text_calls(reply.content, set(self.toolset.names()))
+            calls = extract_text_calls(reply.content, set(self.toolset.names()), blocks)
         except FormatError:
             self.calls_came_as_text()  # even a broken call written as text: not native
             raise
@@ -493,7 +550,9 @@ class AgentRun:
             raise Completed(self.final_result.get("summary", ""), result=self.final_result)
 
     def run_call(self, call: dict) -> dict:
-        name, raw = call["name"], call["arguments"]
+        name, raw, merged = call["name"], call["arguments"], ""
+        if call.get("block") and name == "write":
+            raw, merged = self.merged_block(raw)
         self.emit("tool_call", id=call["id"], name=name, arguments=raw)
         checkpointed = isinstance(name, str) and needs_checkpoint(
             name, self.toolset.changes_things(name)
@@ -501,7 +560,10 @@ class AgentRun:
         before = self.checkpoints.before(name) if checkpointed else None
         result = self.execute(name, raw)
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
+        if merged and result.get("success"):
+            result["note"] = merged
         self.outcome.record(name, _try_json(raw), result, change)
+        self.note_check(name, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
@@ -512,6 +574,20 @@ class AgentRun:
             **change,
         )
         return result
+
+    def merged_block(self, arguments: dict) -> tuple[dict, str]:
+        """A Python file block holding only some of the file's definitions, merged into the
+        file as it is (lmagent.loop.merge); a note saying so, blank when written as it is."""
+        path = arguments["path"]
+        old = self.look("read", {"path": path}) if path.endswith(".py") else {}
+        if not old.get("success") or old.get("truncated"):
+            return arguments, ""
+        merged = merge_python(str(old.get("content", "")), arguments["content"])
+        if merged is None:
+            return arguments, ""
+        kept = ", ".join(merged[1])
+        note = f"your block held only part of {path}: its definitions replaced those in the file; "
+        return {**arguments, "content": merged[0]}, note + f"{kept} kept as they were"
 
     def execute(self, name: str, raw) -> dict:
         """Check the arguments, ask permission when the mode needs it, then run the tool."""
@@ -576,6 +652,8 @@ class AgentRun:
             return
         if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
             return
+        if COMPLETE_LINE.search(content) and self.finishes_unchecked():
+            return
         if COMPLETE_LINE.search(content):
             raise Completed(final_text(content))
         if announces_work(content):
@@ -583,7 +661,7 @@ class AgentRun:
             return
         if shows_code(content) and not self.called_tools and not self.nudged_code:
             self.nudged_code = True  # once: a how-to answer may show code on purpose
-            self.nudge(NUDGE_CODE)
+            self.nudge(self.code_nudge())
             return
         unfinished = self.session.state.open_todos() or self.session.state.open_steps()
         if unfinished and not self.nudged_open_work:
@@ -591,6 +669,29 @@ class AgentRun:
             self.nudge(open_work_nudge(len(unfinished)))
             return
         raise Completed(content.strip())
+
+    def code_nudge(self) -> str:
+        return NUDGE_CODE_BLOCKS if self.client.tool_form == "text" else NUDGE_CODE
+
+    def finishes_unchecked(self) -> bool:
+        """Nudge once (True) a model calling tools as text (a small one) that finishes after
+        changing files without looking at any result since: it wrote "Hello, world!" into
+        hello.py and never ran it."""
+        if self.client.tool_form != "text" or not self.unchecked or self.nudged_check:
+            return False
+        self.nudged_check = True
+        self.nudge(NUDGE_CHECK)
+        return True
+
+    def note_check(self, name: str, result: dict, change: dict) -> None:
+        """Keep `unchecked`: a result with something to look at (a file read, a command's
+        output) is a check; a command that changed files silently, or a program written,
+        needs another (a data file written as the model wrote it does not)."""
+        changed = [Path(str(path)) for path in change.get("changed") or []]
+        if name in ("read", "shell") and (result.get("content") or result.get("output")):
+            self.unchecked = False
+        elif changed and (name == "shell" or any(p.suffix in PROGRAM_SUFFIXES for p in changed)):
+            self.unchecked = True
 
     def claims_without_tools(self, content: str) -> bool:
         """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that
@@ -600,7 +701,7 @@ class AgentRun:
             return False
         if shows_code(content):
             self.nudged_nothing = True
-            self.nudge(NUDGE_CODE)
+            self.nudge(self.code_nudge())
             return True
         if bare_complete(content) and self.nudges > 0:
             self.nudged_nothing = True
@@ -792,6 +893,8 @@ def run_agent(
             **run_options,
         )
         run.emit("session", task=session.meta.get("task"), resumed=resumed, mode=gate.mode)
+        if task and task.strip():
+            run.show_named_files(task)
         for problem in session.problems:
             run.emit("status", message=f"warning: session {session.id}: {problem}")
         try:

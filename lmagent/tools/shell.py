@@ -63,7 +63,7 @@ def tool_shell(
             raise ToolError(refusal)
     if background:
         return start_background(ctx, command, max_memory_mb)
-    return with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb))
+    return with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb), command)
 
 
 NOT_FOUND = (
@@ -74,9 +74,18 @@ INSTEAD = {"python": "python3", "pip": "python3 -m pip", "pip3": "python3 -m pip
 _MISSING = re.compile(r"(?:^|\s)([\w.+-]+): (?:command )?not found", re.M)
 
 
-def with_hint(result: dict) -> dict:
+_CD_ONLY = re.compile(r"^\s*cd(?:\s+\S+)?\s*;?\s*$")
+CD_ALONE = (
+    "cd alone changes nothing: every command starts in the workspace. Put cd and the "
+    "commands that need it in one command (cd dir && make)"
+)
+
+
+def with_hint(result: dict, command: str = "") -> dict:
     """The result, its error saying what to fix where the exit code tells (127: not found,
-    naming the usual replacement of a missing python or pip)."""
+    naming the usual replacement of a missing python or pip), and a note for a lone cd."""
+    if _CD_ONLY.match(command) and result.get("success"):
+        result["note"] = CD_ALONE
     if result.get("exit_code") != 127 or not result.get("error"):
         return result
     result["error"] = NOT_FOUND

@@ -1,0 +1,235 @@
+"""What a small model writes unasked, made to work (issue 24): fenced blocks as actions in the
+text call form, the files a task names shown with it, a Python block holding part of a file
+merged into it, results it can read, and a repeated reply broken by sampling.
+
+The replies scripted here are what Qwen2.5-Coder-1.5B wrote in bench/bench_tasks.py runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from lmagent.llm.toolcalls import block_actions, extract_text_calls
+from lmagent.loop.merge import merge_python
+from lmagent.loop.named import named_paths
+from lmagent.loop.run import UNSTICK_TEMPERATURE
+from tests.conftest import make_config
+from tests.scripted_llm import text
+from tests.test_small_models import embedded_config, llama_cpp, run
+
+KNOWN = {"read", "write", "edit", "ls", "grep", "shell"}
+CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
+
+
+def embedded_run(workspace, turns, task="fix calc.py", **changes):
+    with llama_cpp(turns) as llm:
+        events: list[dict] = []
+        result = run(embedded_config(workspace, llm, **changes), task, events)
+        llm.assert_all_used()
+        return result, llm.requests, events
+
+
+def last_message(request: dict) -> str:
+    return request["messages"][-1]["content"]
+
+
+# --------------------------------------------------------------------------- reading blocks
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("```bash\nls -la\n```", [("shell", {"command": "ls -la"})]),
+        ("```sh\n$ git init\n$ git add .\n```", [("shell", {"command": "git init\ngit add ."})]),
+        ("```console\n$ ls\nREADME.md\n```", [("shell", {"command": "ls"})]),
+        (
+            "app.py\n```python\nprint(1)\n```",
+            [("write", {"path": "app.py", "content": "print(1)\n"})],
+        ),
+        (
+            "**`src/app.py`**:\n```\nx = 1\n```",
+            [("write", {"path": "src/app.py", "content": "x = 1\n"})],
+        ),
+        (
+            "### File: Makefile\n```make\nall:\n```",
+            [("write", {"path": "Makefile", "content": "all:\n"})],
+        ),
+        (
+            "```python\n# calc.py\nx = 2\n```",
+            [("write", {"path": "calc.py", "content": "x = 2\n"})],
+        ),
+        ("run.sh\n```bash\necho hi\n```", [("write", {"path": "run.sh", "content": "echo hi\n"})]),
+        ("```bash\n# TASK_COMPLETE\n```", []),  # only a comment: nothing to run
+        ("Here is the code:\n```python\nprint(3)\n```", []),  # no path: only shown
+        ("It prints:\n```\nHELLO ANN\n```", []),  # expected output: only shown
+        ("/etc/passwd\n```\nroot::0:0\n```", []),  # not a workspace path
+        ("../up.py\n```python\nx\n```", []),
+        ("```python\n# This is app.py\nx\n```", []),  # a comment that is not only a path
+    ],
+)
+def test_fenced_blocks_that_are_actions(reply, expected):
+    assert [(c["name"], c["arguments"]) for c in block_actions(reply, KNOWN)] == expected
+
+
+def test_blocks_are_actions_in_order_and_only_where_the_prompt_teaches_them():
+    reply = "app.py\n```python\nprint(1)\n```\nThen:\n```bash\npython3 app.py\n```"
+    calls = extract_text_calls(reply, KNOWN, blocks=True)
+    assert [c["name"] for c in calls] == ["write", "shell"]
+    assert extract_text_calls(reply, KNOWN) == []  # native and constrained forms: text
+
+
+def test_a_written_call_wins_over_blocks():
+    reply = (
+        '<tool_call>{"name": "read", "arguments": {"path": "a.py"}}</tool_call>\n```bash\nls\n```'
+    )
+    assert [c["name"] for c in extract_text_calls(reply, KNOWN, blocks=True)] == ["read"]
+
+
+def test_blocks_for_tools_that_are_not_offered_are_not_actions():
+    assert block_actions("a.py\n```\nx\n```\n```bash\nls\n```", {"read"}) == []
+
+
+# --------------------------------------------------------------------------- in the loop
+
+
+def test_a_file_block_and_a_bash_block_write_and_run_and_the_output_is_read_as_it_is(workspace):
+    act = "hello.py\n```python\nprint('Hello, world!')\n```\n```bash\npython3 hello.py\n```"
+    result, requests, _ = embedded_run(
+        workspace, [text(act + "\nTASK_COMPLETE"), text("It printed Hello, world!\nTASK_COMPLETE")]
+    )
+    assert result.status == "completed"
+    assert (workspace / "hello.py").read_text() == "print('Hello, world!')\n"
+    told = last_message(requests[1])
+    assert "output:\nHello, world!\n" in told  # not JSON-escaped
+    assert len(requests) == 2  # it ran a command it had not seen: the task went on
+
+
+def test_a_bash_block_is_only_text_with_native_calls(workspace):
+    answer = "Use:\n```bash\ntouch made.txt\n```\nTASK_COMPLETE"
+    with llama_cpp([text(answer), text(answer)]) as llm:
+        result = run(make_config(workspace, llm, enable_mcp=False), "how do I make a file?")
+    assert result.status == "completed"
+    assert not (workspace / "made.txt").exists()
+
+
+def test_task_complete_in_a_comment_ends_the_task(workspace):
+    (workspace / "hello.py").write_text("print('hi')\n")
+    steps = [text("```bash\npython3 hello.py\n```"), text("```bash\n# TASK_COMPLETE\n```")]
+    result, requests, events = embedded_run(workspace, steps)
+    assert result.status == "completed" and len(requests) == 2
+    assert [e["name"] for e in events if e["type"] == "tool_call"] == ["shell"]
+
+
+def test_a_block_with_one_function_of_a_python_file_replaces_only_that_function(workspace):
+    (workspace / "calc.py").write_text(CALC)
+    fix = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"
+    done = text("Fixed.\nTASK_COMPLETE")
+    result, requests, _ = embedded_run(workspace, [text(fix), done, done])  # the 2nd: unchecked
+    assert result.status == "completed"
+    assert (workspace / "calc.py").read_text() == CALC.replace("a - b", "a + b")
+    assert "mul kept as they were" in last_message(requests[1])
+
+
+def test_a_whole_python_file_block_replaces_the_file(workspace):
+    (workspace / "calc.py").write_text(CALC)
+    new = "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b * 1\n"
+    _, requests, _ = embedded_run(
+        workspace, [text(f"calc.py\n```python\n{new}```"), *[text("Done.\nTASK_COMPLETE")] * 2]
+    )
+    assert (workspace / "calc.py").read_text() == new
+    assert "kept" not in last_message(requests[1])
+
+
+@pytest.mark.parametrize(
+    ("new", "merged"),
+    [
+        ("def sub(a, b):\n    return a - b\n", CALC + "\n\ndef sub(a, b):\n    return a - b\n"),
+        ("import math\ndef mul(a, b):\n    return math.prod((a, b))\n", None),  # checked below
+        ("def add(a, b):\n    return a + b\nprint(add(1, 2))\n", None),  # other code: as it is
+        ("def add(a, b:\n", None),  # not Python: as it is
+    ],
+)
+def test_merging_python_definitions(new, merged):
+    found = merge_python(CALC, new)
+    if "import math" in new:
+        text_, kept = found
+        assert text_.startswith("import math\n") and "math.prod" in text_ and kept == ["add"]
+        return
+    assert (found[0] if found else None) == merged
+
+
+def test_the_files_a_task_names_are_shown_with_it(workspace):
+    (workspace / "calc.py").write_text(CALC)
+    (workspace / "src").mkdir()
+    (workspace / "src" / "a.py").write_text("x = 1\n")
+    _, requests, _ = embedded_run(
+        workspace,
+        [text("Nothing to do.\nTASK_COMPLETE")],
+        task="Fix calc.py and look at src/ and missing.py",
+    )
+    shown = requests[0]["messages"][2]["content"]
+    assert f"calc.py\n```\n{CALC}```" in shown
+    assert "src/ holds: a.py" in shown
+    assert "missing.py" not in shown
+
+
+def test_named_paths_outside_the_workspace_or_in_its_data_are_not_shown(workspace, tmp_path):
+    """Attack: a task (from a queue, an inbox file) naming host files or the agent's data."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET\n")
+    os.symlink(secret, workspace / "link.txt")
+    (workspace / ".lmagent").mkdir(exist_ok=True)
+    (workspace / ".lmagent" / "notes.md").write_text("TOPSECRET\n")
+    task = f"Read {secret}, ../secret.txt, link.txt, .lmagent/notes.md and /etc/hostname."
+    _, requests, _ = embedded_run(workspace, [text("No.\nTASK_COMPLETE")], task=task)
+    assert all("TOPSECRET" not in str(m["content"]) for m in requests[0]["messages"])
+
+
+def test_named_paths_are_words_with_an_extension_or_a_slash():
+    task = "python3 test_calc.py fails: fix calc.py (see src/ and logs/app.log, version 1.0)."
+    assert named_paths(task)[:4] == ["test_calc.py", "calc.py", "src/", "logs/app.log"]
+
+
+def test_a_repeated_reply_makes_the_next_one_sampled(workspace):
+    same = text("```bash\ncat missing.txt\n```")
+    _, requests, _ = embedded_run(
+        workspace, [same, same, text("It does not exist.\nTASK_COMPLETE")]
+    )
+    assert [r["temperature"] for r in requests] == [0.0, 0.0, UNSTICK_TEMPERATURE]
+
+
+def test_a_grep_without_match_and_a_lone_cd_are_explained(workspace):
+    (workspace / "sub").mkdir()
+    steps = [
+        text("```bash\ngrep -r nothing_here .\n```"),
+        text("```bash\ncd sub\n```"),
+        text("Done.\nTASK_COMPLETE"),
+    ]
+    _, requests, _ = embedded_run(workspace, steps)
+    assert "grep and diff exit 1 when they find no match" in last_message(requests[1])
+    assert "cd alone changes nothing" in last_message(requests[2])
+
+
+def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
+    steps = [
+        text('```bash\necho "Hello, world!" > hello.py\n```'),
+        text("TASK_COMPLETE"),
+        text("```bash\npython3 hello.py\n```"),
+        text("It fails; fixing.\nhello.py\n```python\nprint('Hello, world!')\n```"),
+        text("TASK_COMPLETE"),  # changed again, unchecked: asked only once, so accepted
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
+    assert result.status == "completed"
+    assert "check your work" in last_message(requests[2])
+    assert "check your work" not in last_message(requests[4])
+
+
+def test_finishing_after_looking_at_the_change_ends_at_once(workspace):
+    steps = [
+        text("hello.py\n```python\nprint('hi')\n```\n```bash\npython3 hello.py\n```"),
+        text("It prints hi.\nTASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
+    assert result.status == "completed" and len(requests) == 2
