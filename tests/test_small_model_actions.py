@@ -233,3 +233,11 @@ def test_finishing_after_looking_at_the_change_ends_at_once(workspace):
     ]
     result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
     assert result.status == "completed" and len(requests) == 2
+
+
+def test_actions_after_a_failed_one_in_the_same_reply_are_not_run(workspace):
+    reply = "```bash\ngit status\n```\n```bash\ntouch after.txt\n```"
+    steps = [text(reply), text("It is not a repository.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="commit")
+    assert not (workspace / "after.txt").exists()
+    assert "an action before it in your reply failed" in last_message(requests[1])

@@ -101,6 +101,7 @@ PROGRAM_SUFFIXES = frozenset(
 UNSTICK_TEMPERATURE = 0.7  # for the reply after one that repeated an earlier one
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
+AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
 SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
 
 
@@ -531,6 +532,9 @@ class AgentRun:
         for call in calls:
             if self.stop.stopped or self.final_result or self.gate.blocked:
                 results.append({"success": False, "error": CALL_NOT_RUN})
+                continue
+            if not self.last_calls_ok and not native and self.client.tool_form == "text":
+                results.append({"success": False, "error": AFTER_FAILURE})  # written unseen
                 continue
             result = self.run_call(call)
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
