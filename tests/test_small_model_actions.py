@@ -67,6 +67,17 @@ def last_message(request: dict) -> str:
         ("/etc/passwd\n```\nroot::0:0\n```", []),  # not a workspace path
         ("../up.py\n```python\nx\n```", []),
         ("```python\n# This is app.py\nx\n```", []),  # a comment that is not only a path
+        (
+            "Here's the corrected `calc.py`:\n\n```python\nx = 1\n```",
+            [("write", {"path": "calc.py", "content": "x = 1\n"})],
+        ),
+        (
+            "Run `app.py` like this:\n```bash\npython3 app.py\n```",
+            [("shell", {"command": "python3 app.py"})],
+        ),
+        ("The output of `main.py`:\n```\n3 6\n```", []),  # no language: only shown
+        ("The output of `main.py`:\n```text\n3 6\n```", []),
+        ("Compare `a.py` and `b.py`:\n```python\nx\n```", []),  # which one?
     ],
 )
 def test_fenced_blocks_that_are_actions(reply, expected):
@@ -222,8 +233,32 @@ def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
     ]
     result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
     assert result.status == "completed"
+    assert "run what you changed to check it: `python3 hello.py`" in last_message(requests[2])
+    assert "check it" not in last_message(requests[4])
+
+
+def test_showing_a_changed_program_is_not_running_it(workspace):
+    steps = [
+        text('```bash\necho "Hello, world!" > hello.py\ncat hello.py\n```'),
+        text("TASK_COMPLETE"),
+        text("```bash\npython3 hello.py\n```"),
+        text("TASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
+    assert "`python3 hello.py`" in last_message(requests[2])
+    assert result.status == "completed" and len(requests) == 4
+
+
+def test_a_data_file_written_silently_is_shown_before_finishing(workspace):
+    steps = [
+        text("```bash\necho 8421 > answer.txt\n```"),
+        text("TASK_COMPLETE"),
+        text("```bash\ncat answer.txt\n```"),
+        text("It says 8421.\nTASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert "check your work" in last_message(requests[2])
-    assert "check your work" not in last_message(requests[4])
+    assert result.status == "completed" and len(requests) == 4
 
 
 def test_finishing_after_looking_at_the_change_ends_at_once(workspace):

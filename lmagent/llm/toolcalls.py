@@ -197,6 +197,8 @@ _BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w.+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$",
 _PATH = re.compile(r"(?:\.{0,2}/)?[\w.-]+(?:/[\w.-]+)*")
 _HEADER_WORDS = re.compile(r"^(?:file(?:name)?|path|create|save(?: as)?|update|in)\s*:?\s+", re.I)
 _COMMENT_PATH = re.compile(r"^\s*(?:#|//|--)\s*(?:file(?:name)?:\s*)?(\S+)\s*$", re.I)
+_BACKTICKED = re.compile(r"`([^`\s]+)`")
+NOT_CODE = frozenset({"text", "txt", "output", "plaintext", "plain", "log", "diff"})
 _NAMES_WITHOUT_DOT = frozenset({"Makefile", "Dockerfile", "Procfile", "LICENSE", "Gemfile"})
 
 
@@ -207,7 +209,7 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
     actions = []
     for match in _BLOCK.finditer(text):
         language, body = match.group(1).lower(), match.group(2)
-        path, body = _named_path(text[: match.start()], body)
+        path, body = _named_path(text[: match.start()], body, language)
         if path and "write" in known:
             arguments = {"path": path, "content": body}
             actions.append({"name": "write", "arguments": arguments, "block": True})
@@ -218,12 +220,14 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
     return actions
 
 
-def _named_path(before: str, body: str) -> tuple[str, str]:
+def _named_path(before: str, body: str, language: str) -> tuple[str, str]:
     """(path, content): the path on the line just before the fence (decorated as markdown may
-    decorate it: **app.py**, `app.py`, ### app.py, File: app.py), else the block's first line
-    when it is only a comment naming a path (then left out of the content)."""
-    lines = before.rstrip("\n").rsplit("\n", 1)
-    header = _as_path(lines[-1]) if lines else ""
+    decorate it: **app.py**, `app.py`, ### app.py, File: app.py), or named in that line when
+    it introduces a program's code ("Here is the corrected `calc.py`:" over a ```python
+    block; not over a shell block, an output or a block without a language), else the block's
+    first line when it is only a comment naming a path (then left out of the content)."""
+    line = before.rstrip("\n").rsplit("\n", 1)[-1]
+    header = _as_path(line) or (_introduced_path(line) if _is_code(language) else "")
     if header:
         return header, body
     first, _, rest = body.partition("\n")
@@ -231,6 +235,18 @@ def _named_path(before: str, body: str) -> tuple[str, str]:
     if match and _as_path(match.group(1)):
         return _as_path(match.group(1)), rest
     return "", body
+
+
+def _is_code(language: str) -> bool:
+    return bool(language) and language not in SHELL_LANGUAGES | NOT_CODE
+
+
+def _introduced_path(line: str) -> str:
+    """The one `path` in backticks of a line ending with a colon; "" otherwise."""
+    named = _BACKTICKED.findall(line)
+    if not line.rstrip().rstrip("*_").endswith(":") or len(named) != 1:
+        return ""
+    return _as_path(named[0])
 
 
 def _as_path(line: str) -> str:

@@ -59,10 +59,31 @@ NUDGE_BLOCKED = (
     "again. Reply BLOCKED again only if it truly cannot be done."
 )
 NUDGE_CHECK = (
-    "Before finishing, check your work: files changed since you last looked at a result. Run "
-    "the program or its tests, or show the file you wrote (cat FILE), and compare it with the "
-    "task. Then reply TASK_COMPLETE, or fix what is wrong."
+    "Before finishing, check your work: files changed since you last looked at a result. Show "
+    "the file you wrote (cat FILE) or run what uses it, and compare it with the task. Then "
+    "reply TASK_COMPLETE, or fix what is wrong."
 )
+RUNNERS = {".py": "python3", ".sh": "sh", ".js": "node"}  # how a changed program is run
+LOOKS = re.compile(r"^\s*(?:cat|head|tail|less|more|ls|grep|wc|file|stat|nl)\b")
+
+
+def check_nudge(programs: list[str]) -> str:
+    """What a model finishing with unchecked changes is told: run the programs it changed."""
+    if not programs:
+        return NUDGE_CHECK
+    runs = ", ".join(f"`{RUNNERS[Path(path).suffix]} {path}`" for path in programs[:3])
+    return (
+        f"Before finishing, run what you changed to check it: {runs}, or its tests. Compare "
+        "the output with the task, then reply TASK_COMPLETE, or fix what is wrong."
+    )
+
+
+def only_looks(command: str) -> bool:
+    """A command that only shows files (cat, head, ls...): it checks content, runs nothing."""
+    lines = [line for line in command.splitlines() if line.strip()]
+    return bool(lines) and all(LOOKS.match(line) for line in lines)
+
+
 NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
@@ -135,9 +156,10 @@ def system_prompt(workspace: Workspace, session: Session, toolset: Toolset, tool
     `tool_form` is how the model makes calls (LLMClient.tool_form): native calls need no tool
     list; text calls are taught their tags; constrained replies their JSON shape."""
     parts = [
-        "You are LMAgent, an autonomous coding agent. You work in the user's workspace: every "
-        "path is relative to it, nothing outside it can be touched, and shell commands run in "
-        "it, in a sandbox.",
+        "You are LMAgent, an autonomous coding agent. You work in the user's workspace, the "
+        'current folder ("here", "this folder" or "this project" in a task): every path is '
+        "relative to it, nothing outside it can be touched, and shell commands run in it, in a "
+        "sandbox.",
         "Act with tools; do not describe what you would do, do it. Check your work (read the "
         "file back, run the program or its tests) before finishing. When a command fails, read "
         "the error, fix the cause and try again.",

@@ -57,7 +57,6 @@ from lmagent.loop.prompts import (
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
     NUDGE_BLOCKED,
-    NUDGE_CHECK,
     NUDGE_CODE,
     NUDGE_CODE_BLOCKS,
     NUDGE_EMPTY,
@@ -66,9 +65,12 @@ from lmagent.loop.prompts import (
     PLAN_APPROVED,
     PLAN_REQUEST,
     REPEATED_SUCCESS,
+    RUNNERS,
     announces_work,
     bare_complete,
+    check_nudge,
     final_text,
+    only_looks,
     open_work_nudge,
     parse_plan,
     parse_wait,
@@ -199,6 +201,7 @@ class AgentRun:
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
         self.unchecked = False  # files changed since the model last looked at a result
+        self.unrun: set[str] = set()  # programs changed since the model last ran a command
         self.nudged_check = False
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
@@ -567,7 +570,7 @@ class AgentRun:
         if merged and result.get("success"):
             result["note"] = merged
         self.outcome.record(name, _try_json(raw), result, change)
-        self.note_check(name, result, change)
+        self.note_check(name, _try_json(raw), result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
@@ -679,23 +682,32 @@ class AgentRun:
 
     def finishes_unchecked(self) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes after
-        changing files without looking at any result since: it wrote "Hello, world!" into
-        hello.py and never ran it."""
-        if self.client.tool_form != "text" or not self.unchecked or self.nudged_check:
+        changing files without looking at any result since, or after changing a program
+        without running anything: it wrote "Hello, world!" into hello.py, showed the file,
+        and called it done."""
+        if self.client.tool_form != "text" or self.nudged_check:
+            return False
+        if not (self.unchecked or self.unrun):
             return False
         self.nudged_check = True
-        self.nudge(NUDGE_CHECK)
+        self.nudge(check_nudge(sorted(self.unrun)))
         return True
 
-    def note_check(self, name: str, result: dict, change: dict) -> None:
-        """Keep `unchecked`: a result with something to look at (a file read, a command's
-        output) is a check; a command that changed files silently, or a program written,
-        needs another (a data file written as the model wrote it does not)."""
-        changed = [Path(str(path)) for path in change.get("changed") or []]
-        if name in ("read", "shell") and (result.get("content") or result.get("output")):
+    def note_check(self, name: str, arguments: object, result: dict, change: dict) -> None:
+        """Keep `unchecked` and `unrun`: a result with something to look at (a file read, a
+        command's output) is a check, a command with output that is not only a look at files
+        runs the programs; a command that changed files silently needs a check, a program
+        changed needs a run (a data file written as the model wrote it needs neither)."""
+        changed = [str(path) for path in change.get("changed") or []]
+        shown = result.get("content") or result.get("output")
+        if name in ("read", "shell") and shown:
             self.unchecked = False
-        elif changed and (name == "shell" or any(p.suffix in PROGRAM_SUFFIXES for p in changed)):
+        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+        if name == "shell" and shown and not only_looks(str(command)):
+            self.unrun.clear()
+        if name == "shell" and changed and not shown:
             self.unchecked = True
+        self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
 
     def claims_without_tools(self, content: str) -> bool:
         """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that
