@@ -276,3 +276,11 @@ def test_actions_after_a_failed_one_in_the_same_reply_are_not_run(workspace):
     _, requests, _ = embedded_run(workspace, steps, task="commit")
     assert not (workspace / "after.txt").exists()
     assert "an action before it in your reply failed" in last_message(requests[1])
+
+
+def test_a_command_names_the_files_it_changed(workspace):
+    steps = [text("```bash\necho 50 > total.txt\n```"), text("```bash\ncat total.txt\n```")]
+    steps.append(text("Done.\nTASK_COMPLETE"))
+    _, requests, _ = embedded_run(workspace, steps, task="write 50 to total.txt")
+    assert '"files_changed": ["total.txt"]' in last_message(requests[1])
+    assert "files_changed" not in last_message(requests[2])  # cat changed nothing

@@ -100,6 +100,7 @@ MAX_NUDGES = 3
 PROGRAM_SUFFIXES = frozenset(
     {".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".cpp", ".java"}
 )
+FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 0.7  # for the reply after one that repeated an earlier one
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
@@ -569,6 +570,8 @@ class AgentRun:
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
         if merged and result.get("success"):
             result["note"] = merged
+        if name == "shell" and change.get("changed"):  # what a silent command did
+            result["files_changed"] = change["changed"][:FILES_SHOWN]
         self.outcome.record(name, _try_json(raw), result, change)
         self.note_check(name, _try_json(raw), result, change)
         self.check_loop(name, raw, result, change)
