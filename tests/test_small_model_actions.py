@@ -219,7 +219,7 @@ def test_a_grep_without_match_and_a_lone_cd_are_explained(workspace):
         text("Done.\nTASK_COMPLETE"),
     ]
     _, requests, _ = embedded_run(workspace, steps)
-    assert "grep and diff exit 1 when they find no match" in last_message(requests[1])
+    assert "grep found no match (exit code 1, no output)" in last_message(requests[1])
     assert "cd alone changes nothing" in last_message(requests[2])
 
 

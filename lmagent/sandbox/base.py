@@ -103,15 +103,8 @@ class CommandResult:
         if self.truncated_bytes:
             result["truncated_bytes"] = self.truncated_bytes
         if not self.success:
-            result["error"] = self.error or self.exit_text()
+            result["error"] = self.error or f"command exited with code {self.exit_code}"
         return result
-
-    def exit_text(self) -> str:
-        text = f"command exited with code {self.exit_code}"
-        if self.exit_code == 1 and not self.output.strip():
-            # a small model reads grep's "no match" as a failure and gives up
-            text += " and printed nothing (grep and diff exit 1 when they find no match)"
-        return text
 
 
 class SandboxUnavailable(Exception):

@@ -81,11 +81,24 @@ CD_ALONE = (
 )
 
 
+GREP_NO_MATCH = (
+    "grep found no match (exit code 1, no output). That is no error when none was expected"
+)
+
+
+def _ends_in_grep(command: str) -> bool:
+    """The command's last line is a grep (whose exit code 1 means "no match")."""
+    lines = [line for line in command.strip().splitlines() if line.strip()]
+    return bool(lines) and re.match(r"^\s*(?:\S*/)?[ef]?grep\b", lines[-1]) is not None
+
+
 def with_hint(result: dict, command: str = "") -> dict:
     """The result, its error saying what to fix where the exit code tells (127: not found,
     naming the usual replacement of a missing python or pip), and a note for a lone cd."""
     if _CD_ONLY.match(command) and result.get("success"):
         result["note"] = CD_ALONE
+    if _ends_in_grep(command) and result.get("exit_code") == 1 and not result.get("output"):
+        result["error"] = GREP_NO_MATCH
     if result.get("exit_code") != 127 or not result.get("error"):
         return result
     result["error"] = NOT_FOUND
