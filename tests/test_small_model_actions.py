@@ -271,8 +271,8 @@ def test_finishing_after_looking_at_the_change_ends_at_once(workspace):
 
 
 def test_actions_after_a_failed_one_in_the_same_reply_are_not_run(workspace):
-    reply = "```bash\ngit status\n```\n```bash\ntouch after.txt\n```"
-    steps = [text(reply), text("It is not a repository.\nTASK_COMPLETE")]
+    reply = ".lmagent/notes.txt\n```text\nx\n```\n```bash\ntouch after.txt\n```"
+    steps = [text(reply), text("It is protected.\nTASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="commit")
     assert not (workspace / "after.txt").exists()
     assert "an action before it in your reply failed" in last_message(requests[1])
@@ -284,3 +284,19 @@ def test_a_command_names_the_files_it_changed(workspace):
     _, requests, _ = embedded_run(workspace, steps, task="write 50 to total.txt")
     assert '"files_changed": ["total.txt"]' in last_message(requests[1])
     assert "files_changed" not in last_message(requests[2])  # cat changed nothing
+
+
+def test_a_reply_is_read_only_up_to_its_first_command(workspace):
+    """What follows a command, before its output, is made up: the model's own 'output' and
+    commands built on it. The stream is closed after the first command block."""
+    rambling = (
+        "a.py\n```python\nprint(1)\n```\n```bash\npython3 a.py\n```\n"
+        "output:\n```\n2\n```\n```bash\ntouch made_up.txt\n```\nTASK_COMPLETE"
+    )
+    steps = [text(rambling), text("It printed 1.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="make a.py and run it")
+    assert result.status == "completed"
+    assert (workspace / "a.py").exists() and not (workspace / "made_up.txt").exists()
+    kept = requests[1]["messages"][-2]["content"]
+    assert kept.endswith("```bash\npython3 a.py\n```") and "output:" not in kept
+    assert "output:\n1\n" in last_message(requests[1])

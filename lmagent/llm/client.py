@@ -239,6 +239,14 @@ class _Looping(Exception):
         self.channel = channel
 
 
+class _Enough(Exception):
+    """The reply holds all that will be used of it (`end`: its length): stop reading it."""
+
+    def __init__(self, end: int):
+        super().__init__()
+        self.end = end
+
+
 class _StreamState:
     """Accumulates one reply; survives a restart without re-emitting shown text."""
 
@@ -253,6 +261,7 @@ class _StreamState:
         self.view: AnswerStream | None = None  # a constrained reply: only its answer is shown
         self.must = ""  # a constrained reply must be: "call", "answer", or "" (either)
         self.temperature: float | None = None  # for this reply only (None: LLM_TEMPERATURE)
+        self.enough: Callable[[str], int | None] | None = None  # where a reply may stop
 
     def ask_anew(self) -> None:
         """The same question asked again on purpose: a different reply is no surprise."""
@@ -278,6 +287,10 @@ class _StreamState:
         if new:
             self._emit(self.filter.feed(new) if self.strip else [("content", new)])
         self._look_for_loop(self.content)
+        if self.enough is not None and "`" in text:
+            end = self.enough(self.content.current)
+            if end is not None:
+                raise _Enough(end)
 
     def reasoning(self, text: str) -> None:
         self._first_token()
@@ -579,15 +592,19 @@ class LLMClient:
         stop: StopToken | None = None,
         must: str = "",
         temperature: float | None = None,
+        enough: Callable[[str], int | None] | None = None,
     ) -> Reply:
         """One model reply, streamed, with the retry policy applied (except context overflow).
         `must` ("call"/"answer") holds a constrained reply to a call, or to an answer;
-        `temperature` replaces LLM_TEMPERATURE for this reply."""
+        `temperature` replaces LLM_TEMPERATURE for this reply; `enough(text)` gives the
+        length at which a reply holds all that will be used of it (the rest is not read, and
+        the server stops writing it), or None."""
         callbacks = callbacks or Callbacks()
         stop = stop or StopToken()
         state = _StreamState(callbacks, self.config.thinking_model)
         state.must = must
         state.temperature = temperature
+        state.enough = enough
         tries: dict[str, int] = {}
         while True:
             constrained = bool(tools) and self.constrained
@@ -689,6 +706,10 @@ class LLMClient:
         except _Looping as looping:
             state.callbacks.on_status("the reply kept repeating itself; cut off")
             return state.cut_loop(looping.channel)
+        except _Enough as enough:  # the connection is closed: the server stops writing
+            state.content.current = state.content.current[: enough.end]
+            state.reply.finish_reason = "stop"
+            return state.finish()
         return state.finish() if got_any else None
 
     @contextlib.contextmanager

@@ -220,6 +220,20 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
     return actions
 
 
+def first_command_end(text: str) -> int | None:
+    """Where the reply's first shell block ends, when it is an action (any file blocks before
+    it are kept): what a small model writes after a command, before its output, is made up
+    (outputs, then more commands built on them), so the reply is not read further."""
+    if any(marker in text for marker in MARKERS):
+        return None  # calls in another form: read as they are
+    for match in _BLOCK.finditer(text):
+        language, body = match.group(1).lower(), match.group(2)
+        path, body = _named_path(text[: match.start()], body, language)
+        if not path and language in SHELL_LANGUAGES and _commands_of(body, language):
+            return match.end()
+    return None
+
+
 def _named_path(before: str, body: str, language: str) -> tuple[str, str]:
     """(path, content): the path on the line just before the fence (decorated as markdown may
     decorate it: **app.py**, `app.py`, ### app.py, File: app.py), or named in that line when

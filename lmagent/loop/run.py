@@ -41,7 +41,7 @@ from lmagent.llm.client import (
     LLMUnreachable,
 )
 from lmagent.llm.tokens import estimate_tokens
-from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
@@ -457,6 +457,7 @@ class AgentRun:
                 self.stop,
                 must,
                 temperature=self.next_temperature(),
+                enough=first_command_end if self.client.tool_form == "text" else None,
             )
         self.count_tokens(reply, sent_estimate)
         return reply
