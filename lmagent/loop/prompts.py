@@ -58,32 +58,6 @@ NUDGE_BLOCKED = (
     "(a wrong path or argument, a missing file or package, a typo in the command) and try "
     "again. Reply BLOCKED again only if it truly cannot be done."
 )
-NUDGE_CHECK = (
-    "Before finishing, check your work: files changed since you last looked at a result. Show "
-    "the file you wrote (cat FILE) or run what uses it, and compare it with the task. Then "
-    "reply TASK_COMPLETE, or fix what is wrong."
-)
-RUNNERS = {".py": "python3", ".sh": "sh", ".js": "node"}  # how a changed program is run
-LOOKS = re.compile(r"^\s*(?:cat|head|tail|less|more|ls|grep|wc|file|stat|nl)\b")
-
-
-def check_nudge(programs: list[str]) -> str:
-    """What a model finishing with unchecked changes is told: run the programs it changed."""
-    if not programs:
-        return NUDGE_CHECK
-    runs = ", ".join(f"`{RUNNERS[Path(path).suffix]} {path}`" for path in programs[:3])
-    return (
-        f"Before finishing, run what you changed to check it: {runs}, or its tests. Compare "
-        "the output with the task, then reply TASK_COMPLETE, or fix what is wrong."
-    )
-
-
-def only_looks(command: str) -> bool:
-    """A command that only shows files (cat, head, ls...): it checks content, runs nothing."""
-    lines = [line for line in command.splitlines() if line.strip()]
-    return bool(lines) and all(LOOKS.match(line) for line in lines)
-
-
 NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."

@@ -15,7 +15,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 from lmagent.checkpoints.recorder import StepRecorder, needs_checkpoint
 from lmagent.core.config import Config
@@ -43,6 +42,7 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
+from lmagent.loop.checks import WorkChecks
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
@@ -65,12 +65,9 @@ from lmagent.loop.prompts import (
     PLAN_APPROVED,
     PLAN_REQUEST,
     REPEATED_SUCCESS,
-    RUNNERS,
     announces_work,
     bare_complete,
-    check_nudge,
     final_text,
-    only_looks,
     open_work_nudge,
     parse_plan,
     parse_wait,
@@ -201,9 +198,7 @@ class AgentRun:
         self.nudged_code = False
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
-        self.unchecked = False  # files changed since the model last looked at a result
-        self.unrun: set[str] = set()  # programs changed since the model last ran a command
-        self.nudged_check = False
+        self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
@@ -574,7 +569,7 @@ class AgentRun:
         if name == "shell" and change.get("changed"):  # what a silent command did
             result["files_changed"] = change["changed"][:FILES_SHOWN]
         self.outcome.record(name, _try_json(raw), result, change)
-        self.note_check(name, _try_json(raw), result, change)
+        self.checks.record(name, _try_json(raw), result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
@@ -685,33 +680,12 @@ class AgentRun:
         return NUDGE_CODE_BLOCKS if self.client.tool_form == "text" else NUDGE_CODE
 
     def finishes_unchecked(self) -> bool:
-        """Nudge once (True) a model calling tools as text (a small one) that finishes after
-        changing files without looking at any result since, or after changing a program
-        without running anything: it wrote "Hello, world!" into hello.py, showed the file,
-        and called it done."""
-        if self.client.tool_form != "text" or self.nudged_check:
-            return False
-        if not (self.unchecked or self.unrun):
-            return False
-        self.nudged_check = True
-        self.nudge(check_nudge(sorted(self.unrun)))
-        return True
-
-    def note_check(self, name: str, arguments: object, result: dict, change: dict) -> None:
-        """Keep `unchecked` and `unrun`: a result with something to look at (a file read, a
-        command's output) is a check, a command with output that is not only a look at files
-        runs the programs; a command that changed files silently needs a check, a program
-        changed needs a run (a data file written as the model wrote it needs neither)."""
-        changed = [str(path) for path in change.get("changed") or []]
-        shown = result.get("content") or result.get("output")
-        if name in ("read", "shell") and shown:
-            self.unchecked = False
-        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
-        if name == "shell" and shown and not only_looks(str(command)):
-            self.unrun.clear()
-        if name == "shell" and changed and not shown:
-            self.unchecked = True
-        self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
+        """Nudge once (True) a model calling tools as text (a small one) that finishes with
+        changes it has not looked at (lmagent.loop.checks)."""
+        nudge = self.client.tool_form == "text" and self.checks.before_finishing()
+        if nudge:
+            self.nudge(nudge)
+        return bool(nudge)
 
     def claims_without_tools(self, content: str) -> bool:
         """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that

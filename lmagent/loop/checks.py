@@ -1,0 +1,67 @@
+"""Whether a model has looked at what it changed before it finishes (small models, calling
+tools as text): it wrote "Hello, world!" into hello.py, showed the file with cat, and called
+it done. Asked once to check, it ran the program, saw the error and fixed it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+NUDGE_CHECK = (
+    "Before finishing, check your work: files changed since you last looked at a result. Show "
+    "the file you wrote (cat FILE) or run what uses it, and compare it with the task. Then "
+    "reply TASK_COMPLETE, or fix what is wrong."
+)
+RUNNERS = {".py": "python3", ".sh": "sh", ".js": "node"}  # how a changed program is run
+LOOKS = re.compile(r"^\s*(?:cat|head|tail|less|more|ls|grep|wc|file|stat|nl)\b")
+
+
+def check_nudge(programs: list[str]) -> str:
+    """What a model finishing with unchecked changes is told: run the programs it changed."""
+    if not programs:
+        return NUDGE_CHECK
+    runs = ", ".join(f"`{RUNNERS[Path(path).suffix]} {path}`" for path in programs[:3])
+    return (
+        f"Before finishing, run what you changed to check it: {runs}, or its tests. Compare "
+        "the output with the task, then reply TASK_COMPLETE, or fix what is wrong."
+    )
+
+
+def only_looks(command: str) -> bool:
+    """A command that only shows files (cat, head, ls...): it checks content, runs nothing."""
+    lines = [line for line in command.splitlines() if line.strip()]
+    return bool(lines) and all(LOOKS.match(line) for line in lines)
+
+
+class WorkChecks:
+    """`unchecked`: files changed silently since the model last looked at a result; `unrun`:
+    programs changed since it last ran a command. `before_finishing` asks once."""
+
+    def __init__(self):
+        self.unchecked = False
+        self.unrun: set[str] = set()
+        self.asked = False
+
+    def record(self, name: str, arguments: object, result: dict, change: dict) -> None:
+        """A result with something to look at (a file read, a command's output) is a check; a
+        command with output that is not only a look at files runs the programs; a command that
+        changed files silently needs a check, a program changed needs a run (a data file
+        written as the model wrote it needs neither)."""
+        changed = [str(path) for path in change.get("changed") or []]
+        shown = result.get("content") or result.get("output")
+        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+        if name in ("read", "shell") and shown:
+            self.unchecked = False
+        if name == "shell" and shown and not only_looks(str(command)):
+            self.unrun.clear()
+        if name == "shell" and changed and not shown:
+            self.unchecked = True
+        self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
+
+    def before_finishing(self) -> str:
+        """The nudge for a model finishing now, once per run; blank when none is due."""
+        if self.asked or not (self.unchecked or self.unrun):
+            return ""
+        self.asked = True
+        return check_nudge(sorted(self.unrun))
