@@ -219,7 +219,8 @@ def test_a_grep_without_match_and_a_lone_cd_are_explained(workspace):
         text("Done.\nTASK_COMPLETE"),
     ]
     _, requests, _ = embedded_run(workspace, steps)
-    assert "grep found no match (exit code 1, no output)" in last_message(requests[1])
+    told = last_message(requests[1])
+    assert '"success": true' in told and "grep found no match (exit code 1" in told
     assert "cd alone changes nothing" in last_message(requests[2])
 
 
