@@ -40,20 +40,28 @@ def named_files_message(task: str, look: Look) -> str:
 
 
 def _shown(path: str, look: Look, budget: int) -> tuple[str, int]:
+    """(what is shown of `path`, the budget left): a file whole, a folder listed."""
     read = look("read", {"path": path})
-    if read.get("success"):
-        content = str(read.get("content", ""))
-        if read.get("truncated") or len(content) > budget:
-            return f"{path}: {read.get('total_lines', '?')}+ lines, too long to show here", budget
-        fence = "````" if "```" in content else "```"
-        return f"{path}\n{fence}\n{content}{'' if content.endswith(chr(10)) else chr(10)}{fence}", (
-            budget - len(content)
-        )
+    if not read.get("success"):
+        return _listed(path, look), budget
+    content = str(read.get("content", ""))
+    if read.get("truncated") or len(content) > budget:
+        return f"{path}: {read.get('total_lines', '?')}+ lines, too long to show here", budget
+    return f"{path}\n{_fenced(content)}", budget - len(content)
+
+
+def _fenced(content: str) -> str:
+    fence = "````" if "```" in content else "```"
+    ending = "" if content.endswith("\n") else "\n"
+    return f"{fence}\n{content}{ending}{fence}"
+
+
+def _listed(path: str, look: Look) -> str:
     listed = look("ls", {"path": path})
     if not listed.get("success"):
-        return "", budget
+        return ""
     entries = listed.get("entries") or []
     names = [e["name"] + ("/" if e.get("type") == "dir" else "") for e in entries]
     more = listed.get("count", len(names)) - len(names[:LISTED_ENTRIES])
     text = f"{path}/ holds: " + (", ".join(names[:LISTED_ENTRIES]) or "nothing")
-    return text + (f" and {more} more" if more > 0 else ""), budget
+    return text + (f" and {more} more" if more > 0 else "")
