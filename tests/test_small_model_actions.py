@@ -301,3 +301,24 @@ def test_a_reply_is_read_only_up_to_its_first_command(workspace):
     kept = requests[1]["messages"][-2]["content"]
     assert kept.endswith("```bash\npython3 a.py\n```") and "output:" not in kept
     assert "output:\n1\n" in last_message(requests[1])
+
+
+@pytest.mark.parametrize(
+    "block",
+    ["port = 8421", "prices = [3, 4, 5]\nfor p in prices:\n    print(p)", "import os\nprint(1)"],
+)
+def test_python_in_a_bash_block_is_not_run_and_the_model_is_told_how(workspace, block):
+    steps = [text(f"```bash\n{block}\n```"), text("answer.txt\n```\n8421\n```")]
+    steps += [text("Saved.\nTASK_COMPLETE")]
+    _, requests, events = embedded_run(workspace, steps, task="save the port")
+    told = last_message(requests[1])
+    assert "holds Python (or a file's content), not shell commands" in told
+    assert not [e for e in events if e["type"] == "tool_result" and e["name"] == "shell"]
+    assert (workspace / "answer.txt").read_text() == "8421\n"
+
+
+@pytest.mark.parametrize(
+    "command", ["ls -la", "x=1\necho $x", "for f in *.py; do echo $f; done", "cat a | wc -l"]
+)
+def test_shell_commands_are_not_taken_for_python(command):
+    assert [c.get("refused") for c in block_actions(f"```bash\n{command}\n```", KNOWN)] == [None]

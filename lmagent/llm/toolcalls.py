@@ -216,8 +216,33 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
         elif language in SHELL_LANGUAGES and "shell" in known:
             command = _commands_of(body, language)
             if command:
-                actions.append({"name": "shell", "arguments": {"command": command}})
+                action = {"name": "shell", "arguments": {"command": command}}
+                actions.append(
+                    {**action, "refused": PYTHON_IN_SHELL} if is_python(body) else action
+                )
     return actions
+
+
+PYTHON_IN_SHELL = (
+    "not run: that ```bash block holds Python (or a file's content), not shell commands. To "
+    "save it as a file, write the file's path on its own line, then the whole content in a "
+    "```python block; to run a Python file, use a ```bash block with python3 FILE"
+)
+_PYTHON_ONLY = re.compile(
+    r"^\s*(?:\w+(?:\[[^]]*\])?\s+=\s|def |class |import |from \S+ import |print\(|"
+    r"(?:for|if|while|with|elif|else|try|except)\b.*:\s*$)",
+    re.M,
+)
+
+
+def is_python(text: str) -> bool:
+    """A shell block that is Python: valid Python with a line that shell would not take as
+    meant (`x = 1` runs a command x; `def`, `import`, `print(`, a `for ...:` line)."""
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return _PYTHON_ONLY.search(text) is not None
 
 
 def first_command_end(text: str) -> int | None:

@@ -100,9 +100,10 @@ _NATIVE_CALLS = (
 _TEXT_CALLS = (
     "How to act: write actions in your reply. They run in order when your reply ends, and "
     "their results come back in the next message.\n"
-    "- Run shell commands: put them in a ```bash block.\n"
-    "- Create or replace a file: write its path on a line of its own, then a fenced block "
-    "with the file's whole new content.\n"
+    "- Create or replace a file: write its path on a line of its own, then the file's whole "
+    "new content in a fenced block (```python for Python code).\n"
+    "- Run shell commands (python3 FILE, ls, grep, git, sed): put them in a ```bash block; "
+    "only shell commands go there.\n"
     '- Any other tool: <tool_call>{"name": "TOOL", "arguments": {"ARGUMENT": "VALUE"}}'
     "</tool_call>\n"
     "Code in any other form is only shown: it is not saved and not run."

@@ -536,6 +536,10 @@ class AgentRun:
             if not self.last_calls_ok and not native and self.client.tool_form == "text":
                 results.append({"success": False, "error": AFTER_FAILURE})  # written unseen
                 continue
+            if call.get("refused"):  # a block that cannot be what it says (toolcalls.py)
+                self.last_calls_ok = False
+                results.append({"success": False, "error": call["refused"]})
+                continue
             result = self.run_call(call)
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
             self.nudged_blocked = self.nudged_blocked and not result.get("success")
