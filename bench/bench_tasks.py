@@ -182,8 +182,10 @@ def _git_branch_ok(folder: Path) -> bool:
 
 
 def _version_ok(folder: Path) -> bool:
+    """VERSION is "1.1" (either quotes), README says version 1.1, and 1.0 is gone."""
+    version = (output_of(folder, "-c", "from version import VERSION; print(VERSION)") or "").strip()
     return (
-        'VERSION = "1.1"' in text_of(folder / "version.py")
+        version == "1.1"
         and "version 1.1" in text_of(folder / "README.md")
         and "1.0" not in text_of(folder / "version.py") + text_of(folder / "README.md")
     )
