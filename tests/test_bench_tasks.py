@@ -43,19 +43,20 @@ def test_the_harness_runs_lmagent_and_counts_the_server_s_tokens(tmp_path):
     write_call = json.dumps(
         {"name": "write", "arguments": {"path": "hello.py", "content": "print('Hello, world!')"}}
     )
-    turns = [text(f"<tool_call>{write_call}</tool_call>"), text("Written.\nTASK_COMPLETE")]
+    run = text("```bash\npython3 hello.py\n```")
+    turns = [text(f"<tool_call>{write_call}</tool_call>"), run, text("It ran.\nTASK_COMPLETE")]
     agent = bench_tasks.lmagent("lmagent", bench_tasks.ROOT, embedded=True)
     with ScriptedLLM(turns) as llm, bench_tasks.Meter(llm.base_url) as meter:
         outcome = bench_tasks.run_one(agent, TASKS["hello"], meter, timeout=120)
         llm.assert_all_used()
         sent = llm.requests
-    assert (outcome.solved, outcome.requests, outcome.exit) == (True, 2, "exit 0")
+    assert (outcome.solved, outcome.requests, outcome.exit) == (True, 3, "exit 0")
     assert outcome.prompt_evaluated > 100 and outcome.generated > 0  # the server's usage
     assert all("tools" not in body and body["temperature"] == 0 for body in sent)
     row = bench_tasks.summary([outcome])[0]
-    assert (row["solved"], row["tasks"], row["requests"]) == (1, 1, 2)
-    assert "| lmagent | 1 / 1 | 2 |" in bench_tasks.table([outcome])
-    assert len(outcome.per_request) == 2
+    assert (row["solved"], row["tasks"], row["requests"]) == (1, 1, 3)
+    assert "| lmagent | 1 / 1 | 3 |" in bench_tasks.table([outcome])
+    assert len(outcome.per_request) == 3
 
 
 def test_the_cache_ratio_compares_evaluated_with_new_tokens():
