@@ -182,7 +182,7 @@ def test_the_files_a_task_names_are_shown_with_it(workspace):
     )
     shown = requests[0]["messages"][2]["content"]
     assert f"calc.py\n```\n{CALC}```" in shown
-    assert "src/ holds: a.py" in shown
+    assert "src/ holds: a.py" in shown and "src/a.py\n```\nx = 1\n```" in shown
     assert "missing.py" not in shown
 
 

@@ -16,6 +16,7 @@ NAMED_PATH = re.compile(
 MAX_NAMED = 6  # paths looked at
 SHOWN_CHARS = 3000  # of file contents in all (about 800 tokens): the rest are named only
 LISTED_ENTRIES = 30
+FOLDER_FILES = 10  # of a named folder's files, shown while the budget lasts
 
 Look = Callable[[str, dict], dict]  # runs a tool by name with arguments, returns its result
 
@@ -40,10 +41,23 @@ def named_files_message(task: str, look: Look) -> str:
 
 
 def _shown(path: str, look: Look, budget: int) -> tuple[str, int]:
-    """(what is shown of `path`, the budget left): a file whole, a folder listed."""
+    """(what is shown of `path`, the budget left): a file whole; a folder listed, and its
+    files shown too while they fit (a small folder is read as a whole)."""
     read = look("read", {"path": path})
+    if read.get("success"):
+        return _file(path, read, budget)
+    listed, files = _listed(path, look)
+    parts = [listed] if listed else []
+    for name in files:
+        shown, budget = _file(f"{path}/{name}", look("read", {"path": f"{path}/{name}"}), budget)
+        if shown and budget > 0:
+            parts.append(shown)
+    return "\n\n".join(parts), budget
+
+
+def _file(path: str, read: dict, budget: int) -> tuple[str, int]:
     if not read.get("success"):
-        return _listed(path, look), budget
+        return "", budget
     content = str(read.get("content", ""))
     if read.get("truncated") or len(content) > budget:
         return f"{path}: {read.get('total_lines', '?')}+ lines, too long to show here", budget
@@ -56,12 +70,14 @@ def _fenced(content: str) -> str:
     return f"{fence}\n{content}{ending}{fence}"
 
 
-def _listed(path: str, look: Look) -> str:
+def _listed(path: str, look: Look) -> tuple[str, list[str]]:
+    """(the folder's listing, the names of the files in it when there are few)."""
     listed = look("ls", {"path": path})
     if not listed.get("success"):
-        return ""
+        return "", []
     entries = listed.get("entries") or []
     names = [e["name"] + ("/" if e.get("type") == "dir" else "") for e in entries]
     more = listed.get("count", len(names)) - len(names[:LISTED_ENTRIES])
     text = f"{path}/ holds: " + (", ".join(names[:LISTED_ENTRIES]) or "nothing")
-    return text + (f" and {more} more" if more > 0 else "")
+    files = [e["name"] for e in entries if e.get("type") == "file"]
+    return text + (f" and {more} more" if more > 0 else ""), files[:FOLDER_FILES]
