@@ -78,6 +78,10 @@ def last_message(request: dict) -> str:
         ("The output of `main.py`:\n```\n3 6\n```", []),  # no language: only shown
         ("The output of `main.py`:\n```text\n3 6\n```", []),
         ("Compare `a.py` and `b.py`:\n```python\nx\n```", []),  # which one?
+        (
+            "`add` in `calc.py` subtracts `b`. Here is `calc.py`:\n```python\nx = 1\n```",
+            [("write", {"path": "calc.py", "content": "x = 1\n"})],
+        ),
     ],
 )
 def test_fenced_blocks_that_are_actions(reply, expected):
@@ -322,3 +326,20 @@ def test_python_in_a_bash_block_is_not_run_and_the_model_is_told_how(workspace, 
 )
 def test_shell_commands_are_not_taken_for_python(command):
     assert [c.get("refused") for c in block_actions(f"```bash\n{command}\n```", KNOWN)] == [None]
+
+
+def test_tools_called_the_way_the_prompt_lists_them_are_calls():
+    known = {"edit": ["path", "search", "replace"], "read": ["path", "offset", "limit"]}
+    reply = "TOOL: edit(data.py, get_data, load_data)\nread(path='a.py')\nTASK_COMPLETE"
+    assert extract_text_calls(reply, known, blocks=True) == [
+        {
+            "name": "edit",
+            "arguments": {"path": "data.py", "search": "get_data", "replace": "load_data"},
+        },
+        {"name": "read", "arguments": {"path": "a.py"}},
+    ]
+    in_code = "app.py\n```python\nread('config.ini')\n```"  # a program's own read(): code
+    assert [c["name"] for c in extract_text_calls(in_code, known | {"write": []}, True)] == [
+        "write"
+    ]
+    assert extract_text_calls("print(add(1, 2))\nedit(1, 2, 3, 4)", known, blocks=True) == []

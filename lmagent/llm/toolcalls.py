@@ -75,7 +75,9 @@ def extract_text_calls(text: str, known: set[str], blocks: bool = False) -> list
             return calls
     if any(marker in text for marker in MARKERS):
         raise FormatError("no call with a tool name was found")
-    return block_actions(text, known) if blocks else []
+    if not blocks:
+        return []
+    return function_style_calls(text, known) or block_actions(text, known)
 
 
 def _without_thinking(text: str) -> str:
@@ -245,6 +247,52 @@ def is_python(text: str) -> bool:
     return _PYTHON_ONLY.search(text) is not None
 
 
+_FUNCTION_LINE = re.compile(r"^[ \t>*_`]*(?:TOOL[*_`]*:\s*)?(\w+)\((.*)\)[*_`]*\s*$", re.M)
+
+
+def function_style_calls(text: str, known: set[str] | dict[str, list[str]]) -> list[dict]:
+    """Lines that call a tool the way the prompt lists it: `edit(data.py, get_data, load_data)`,
+    `read(path="a.py")`. A bare word (data.py) is its own text; positional arguments take the
+    tool's parameters in order (`known` maps each tool to them)."""
+    calls = []
+    for match in _FUNCTION_LINE.finditer(_BLOCK.sub("", text)):  # code in a block is code
+        name, inner = match.group(1), match.group(2)
+        parameters = known.get(name) if isinstance(known, dict) else None
+        if parameters is None:
+            continue
+        arguments = _function_arguments(inner, parameters)
+        if arguments is not None:
+            calls.append({"name": name, "arguments": arguments})
+    return calls
+
+
+def _function_arguments(inner: str, parameters: list[str]) -> dict | None:
+    source = f"f({inner})"
+    try:
+        node = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(node, ast.Call) or len(node.args) > len(parameters):
+        return None
+    arguments = {
+        name: _argument_text(source, value)
+        for name, value in zip(parameters, node.args, strict=False)
+    }
+    for keyword in node.keywords:
+        if keyword.arg not in parameters:
+            return None
+        arguments[keyword.arg] = _argument_text(source, keyword.value)
+    return arguments
+
+
+def _argument_text(source: str, node: ast.expr) -> object:
+    """A literal's value; any other expression as written (data.py, get_data)."""
+    try:
+        return _literal(node)
+    except ValueError:
+        return ast.get_source_segment(source, node)
+
+
 def first_command_end(text: str) -> int | None:
     """Where the reply's first shell block ends, when it is an action (any file blocks before
     it are kept): what a small model writes after a command, before its output, is made up
@@ -281,11 +329,12 @@ def _is_code(language: str) -> bool:
 
 
 def _introduced_path(line: str) -> str:
-    """The one `path` in backticks of a line ending with a colon; "" otherwise."""
-    named = _BACKTICKED.findall(line)
-    if not line.rstrip().rstrip("*_").endswith(":") or len(named) != 1:
+    """The one path in backticks of a line ending with a colon (other `words` may be there
+    too); "" otherwise."""
+    paths = {path for word in _BACKTICKED.findall(line) if (path := _as_path(word))}
+    if not line.rstrip().rstrip("*_").endswith(":") or len(paths) != 1:
         return ""
-    return _as_path(named[0])
+    return paths.pop()
 
 
 def _as_path(line: str) -> str:

@@ -104,7 +104,8 @@ _TEXT_CALLS = (
     "new content in a fenced block (```python for Python code).\n"
     "- Run shell commands (python3 FILE, ls, grep, git, sed): put them in a ```bash block; "
     "only shell commands go there.\n"
-    '- Any other tool: <tool_call>{"name": "TOOL", "arguments": {"ARGUMENT": "VALUE"}}'
+    "- Any other tool: a tag with its name and arguments, as in "
+    '<tool_call>{"name": "edit", "arguments": {"path": "…", "search": "…", "replace": "…"}}'
     "</tool_call>\n"
     "Code in any other form is only shown: it is not saved and not run."
 )

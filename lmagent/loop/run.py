@@ -475,7 +475,7 @@ class AgentRun:
             return [dict(c) for c in reply.tool_calls], True
         blocks = self.client.tool_form == "text"  # its prompt teaches fenced blocks as actions
         try:
-            calls = extract_text_calls(reply.content, set(self.toolset.names()), blocks)
+            calls = extract_text_calls(reply.content, self.parameters(), blocks)
         except FormatError:
             self.calls_came_as_text()  # even a broken call written as text: not native
             raise
@@ -484,6 +484,11 @@ class AgentRun:
         for index, call in enumerate(calls):
             call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
         return calls, False
+
+    def parameters(self) -> dict[str, list[str]]:
+        """Each tool's parameters in order (calls written as text may give them by position)."""
+        tools = self.toolset.tools
+        return {name: list(tools[name].parameters.get("properties", {})) for name in tools}
 
     def calls_came_as_text(self) -> None:
         """Offered native tools, the model wrote a call as text: text calls from now on."""
