@@ -343,3 +343,18 @@ def test_tools_called_the_way_the_prompt_lists_them_are_calls():
         "write"
     ]
     assert extract_text_calls("print(add(1, 2))\nedit(1, 2, 3, 4)", known, blocks=True) == []
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        "write(settings.json, '{\"debug\": true}')",
+        'TOOL=write\narguments={"path": "settings.json", "content": "{\\"debug\\": true}"}',
+    ],
+)
+def test_a_tool_call_put_in_a_bash_block_is_that_call(block):
+    known = {"write": ["path", "content"], "shell": ["command"]}
+    calls = extract_text_calls(f"```bash\n{block}\n```", known, blocks=True)
+    assert calls == [
+        {"name": "write", "arguments": {"path": "settings.json", "content": '{"debug": true}'}}
+    ]

@@ -215,6 +215,8 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
         if path and "write" in known:
             arguments = {"path": path, "content": body}
             actions.append({"name": "write", "arguments": arguments, "block": True})
+        elif language in SHELL_LANGUAGES and _meant_call(body, known):
+            actions.append(_meant_call(body, known))
         elif language in SHELL_LANGUAGES and "shell" in known:
             command = _commands_of(body, language)
             if command:
@@ -223,6 +225,26 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
                     {**action, "refused": PYTHON_IN_SHELL} if is_python(body) else action
                 )
     return actions
+
+
+_ASSIGNED_CALL = re.compile(r"^\s*TOOL\s*[=:]\s*(\w+)\s*\n\s*arguments\s*[=:]\s*(\{.*\})\s*$", re.S)
+
+
+def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | None:
+    """A tool call put in a shell block (`write(a.json, '{...}')`, or TOOL=write and
+    arguments={...} on two lines): what the model meant, not a command."""
+    lines = [line for line in body.splitlines() if line.strip()]
+    if len(lines) == 1:
+        calls = function_style_calls(lines[0], known)
+        if calls:
+            return calls[0]
+    assigned = _ASSIGNED_CALL.match(body)
+    if assigned and assigned.group(1) in known:
+        with contextlib.suppress(FormatError):
+            arguments = _loads(assigned.group(2))
+            if isinstance(arguments, dict):
+                return {"name": assigned.group(1), "arguments": arguments}
+    return None
 
 
 PYTHON_IN_SHELL = (
