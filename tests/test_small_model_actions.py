@@ -358,3 +358,17 @@ def test_a_tool_call_put_in_a_bash_block_is_that_call(block):
     assert calls == [
         {"name": "write", "arguments": {"path": "settings.json", "content": '{"debug": true}'}}
     ]
+
+
+def test_an_answer_without_any_action_is_questioned_once(workspace):
+    steps = [text("8421"), text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
+    assert result.status == "completed"
+    assert "Nothing has been done yet" in last_message(requests[1])
+    assert (workspace / "answer.txt").read_text() == "8421\n"
+
+
+def test_a_plain_answer_is_accepted_the_second_time(workspace):
+    steps = [text("4"), text("4\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="what is 2 + 2?")
+    assert (result.status, result.message, len(requests)) == ("completed", "4", 2)

@@ -683,6 +683,10 @@ class AgentRun:
             self.nudged_open_work = True
             self.nudge(open_work_nudge(len(unfinished)))
             return
+        if self.client.tool_form == "text" and not (self.called_tools or self.nudged_nothing):
+            self.nudged_nothing = True  # a small model answers "8421" where it was to write it
+            self.nudge(NUDGE_NOTHING_DONE)
+            return
         raise Completed(content.strip())
 
     def code_nudge(self) -> str:
