@@ -349,6 +349,8 @@ def test_tools_called_the_way_the_prompt_lists_them_are_calls():
     "block",
     [
         "write(settings.json, '{\"debug\": true}')",
+        'write(settings.json, """{"debug": true}""")',
+        "write(\n    settings.json,\n    '{\"debug\": true}',\n)",
         'TOOL=write\narguments={"path": "settings.json", "content": "{\\"debug\\": true}"}',
     ],
 )

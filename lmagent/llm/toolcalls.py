@@ -227,17 +227,19 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
     return actions
 
 
+_WHOLE_CALL = re.compile(r"^\s*(?:TOOL\s*:\s*)?(\w+)\((.*)\)\s*$", re.S)
 _ASSIGNED_CALL = re.compile(r"^\s*TOOL\s*[=:]\s*(\w+)\s*\n\s*arguments\s*[=:]\s*(\{.*\})\s*$", re.S)
 
 
 def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | None:
     """A tool call put in a shell block (`write(a.json, '{...}')`, or TOOL=write and
     arguments={...} on two lines): what the model meant, not a command."""
-    lines = [line for line in body.splitlines() if line.strip()]
-    if len(lines) == 1:
-        calls = function_style_calls(lines[0], known)
-        if calls:
-            return calls[0]
+    whole = _WHOLE_CALL.match(body)  # also over several lines: write(a.txt, """...""")
+    parameters = known.get(whole.group(1)) if whole and isinstance(known, dict) else None
+    if whole and parameters is not None:
+        arguments = _function_arguments(whole.group(2), parameters)
+        if arguments is not None:
+            return {"name": whole.group(1), "arguments": arguments}
     assigned = _ASSIGNED_CALL.match(body)
     if assigned and assigned.group(1) in known:
         with contextlib.suppress(FormatError):

@@ -98,7 +98,7 @@ PROGRAM_SUFFIXES = frozenset(
     {".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".cpp", ".java"}
 )
 FILES_SHOWN = 10  # files a shell command changed, named in its result
-UNSTICK_TEMPERATURE = 0.7  # for the reply after one that repeated an earlier one
+UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
