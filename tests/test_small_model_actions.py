@@ -351,6 +351,7 @@ def test_tools_called_the_way_the_prompt_lists_them_are_calls():
         "write(settings.json, '{\"debug\": true}')",
         'write(settings.json, """{"debug": true}""")',
         "write(\n    settings.json,\n    '{\"debug\": true}',\n)",
+        "# Create the file:\nwrite(settings.json, '{\"debug\": true}')",
         'TOOL=write\narguments={"path": "settings.json", "content": "{\\"debug\\": true}"}',
     ],
 )
@@ -367,6 +368,7 @@ def test_an_answer_without_any_action_is_questioned_once(workspace):
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
     assert "Nothing has been done yet" in last_message(requests[1])
+    assert last_message(requests[1]).endswith("The task: write the port to answer.txt")
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 

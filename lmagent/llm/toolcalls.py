@@ -234,13 +234,14 @@ _ASSIGNED_CALL = re.compile(r"^\s*TOOL\s*[=:]\s*(\w+)\s*\n\s*arguments\s*[=:]\s*
 def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | None:
     """A tool call put in a shell block (`write(a.json, '{...}')`, or TOOL=write and
     arguments={...} on two lines): what the model meant, not a command."""
-    whole = _WHOLE_CALL.match(body)  # also over several lines: write(a.txt, """...""")
+    code = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("#"))
+    whole = _WHOLE_CALL.match(code)  # also over several lines: write(a.txt, """...""")
     parameters = known.get(whole.group(1)) if whole and isinstance(known, dict) else None
     if whole and parameters is not None:
         arguments = _function_arguments(whole.group(2), parameters)
         if arguments is not None:
             return {"name": whole.group(1), "arguments": arguments}
-    assigned = _ASSIGNED_CALL.match(body)
+    assigned = _ASSIGNED_CALL.match(code)
     if assigned and assigned.group(1) in known:
         with contextlib.suppress(FormatError):
             arguments = _loads(assigned.group(2))

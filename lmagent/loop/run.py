@@ -97,6 +97,7 @@ MAX_NUDGES = 3
 PROGRAM_SUFFIXES = frozenset(
     {".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".cpp", ".java"}
 )
+TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
 Sink = Callable[[dict], None]
@@ -685,9 +686,17 @@ class AgentRun:
             return
         if self.client.tool_form == "text" and not (self.called_tools or self.nudged_nothing):
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
-            self.nudge(NUDGE_NOTHING_DONE)
+            self.nudge(self.nothing_done_nudge())
             return
         raise Completed(content.strip())
+
+    def nothing_done_nudge(self) -> str:
+        """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
+        small one, told only "nothing has been done", asked which task was meant)."""
+        task = str(self.session.meta.get("task") or "").strip()
+        if self.client.tool_form != "text" or not task or len(task) > TASK_REPEATED_CHARS:
+            return NUDGE_NOTHING_DONE
+        return f"{NUDGE_NOTHING_DONE}\n\nThe task: {task}"
 
     def code_nudge(self) -> str:
         return NUDGE_CODE_BLOCKS if self.client.tool_form == "text" else NUDGE_CODE
@@ -712,7 +721,7 @@ class AgentRun:
             return True
         if bare_complete(content) and self.nudges > 0:
             self.nudged_nothing = True
-            self.nudge(NUDGE_NOTHING_DONE)
+            self.nudge(self.nothing_done_nudge())
             return True
         return False
 
