@@ -27,7 +27,7 @@ def test_two_tasks_with_the_default_embedded_model():
     with server, bench_tasks.Meter(server.base_url) as meter:
         outcomes = [
             bench_tasks.run_one(agent, TASKS[name], meter, TIMEOUT)
-            for name in ("hello", "read-port")
+            for name in ("fix-test", "json-flag")  # solved in 3 of the 4 last full runs
         ]
     for outcome in outcomes:
         assert outcome.exit != "timed out", outcome
