@@ -721,6 +721,7 @@ def run() -> dict:
         for row in summary(outcomes)
     ]
     figures.append(solved_share(outcomes))
+    figures += versus_peers(outcomes)
     ours = [o for o in outcomes if o.agent == "lmagent" and o.per_request]
     if ours:
         first = max(sum(o.per_request[0][:2]) for o in ours)
@@ -753,6 +754,41 @@ def solved_share(outcomes: list[Outcome]) -> dict:
     solved = {o.task for o in outcomes if o.agent == "lmagent" and o.solved}
     share = round(100 * len(solved) / len(TASKS))
     return figure("lmagent: share of all tasks solved", share, "%", "≥ 80 %", share >= 80)
+
+
+def versus_peers(outcomes: list[Outcome]) -> list[dict]:
+    """Issue 24's other targets, per peer, on the tasks both ran: LMAgent solves more, and
+    evaluates fewer prompt tokens per task solved."""
+    from bench.common import figure
+
+    ours = {o.task: o for o in outcomes if o.agent == "lmagent"}
+    figures = []
+    for peer in dict.fromkeys(o.agent for o in outcomes if o.agent != "lmagent"):
+        theirs = {o.task: o for o in outcomes if o.agent == peer and o.task in ours}
+        if not theirs:
+            continue
+        mine = [ours[task] for task in theirs]
+        solved = (sum(o.solved for o in mine), sum(o.solved for o in theirs.values()))
+        figures.append(
+            figure(
+                f"lmagent vs {peer}: solved on the {len(theirs)} tasks both ran",
+                f"{solved[0]} vs {solved[1]}",
+                "",
+                "more",
+                solved[0] > solved[1],
+            )
+        )
+        per = [_per_solved(mine), _per_solved(list(theirs.values()))]
+        shown = " vs ".join("—" if value is None else f"{value:,}" for value in per)
+        fewer = per[0] is not None and (per[1] is None or per[0] < per[1])
+        name = f"lmagent vs {peer}: prompt tokens evaluated per task solved"
+        figures.append(figure(name, shown, "", "fewer", fewer))
+    return figures
+
+
+def _per_solved(outcomes: list[Outcome]) -> int | None:
+    solved = sum(o.solved for o in outcomes)
+    return round(sum(o.prompt_evaluated for o in outcomes) / solved) if solved else None
 
 
 def _dates(outcomes: list[Outcome]) -> str:

@@ -122,3 +122,23 @@ def test_the_bench_section_is_made_from_recorded_runs(tmp_path, monkeypatch):
     assert values["lmagent: largest first request"] == (557, True)
     assert values["lmagent: prompt tokens evaluated / new"] == (1.0, True)  # 60 of 60 new
     assert "| lmagent | 1 / 1 |" in section["notes"]
+
+
+def test_lmagent_is_compared_with_each_peer_on_the_tasks_both_ran():
+    def outcome(agent, task, solved, evaluated):
+        return bench_tasks.Outcome(agent, task, solved, 1, evaluated, 0, 0, 1.0, "exit 0")
+
+    outcomes = [
+        outcome("lmagent", "a", True, 100),
+        outcome("lmagent", "b", True, 300),
+        outcome("lmagent", "c", False, 50),
+        outcome("aider", "a", True, 500),
+        outcome("aider", "b", False, 100),  # c: not run by aider
+        outcome("mini", "a", False, 900),
+    ]
+    found = {f["name"]: f for f in bench_tasks.versus_peers(outcomes)}
+    solved = found["lmagent vs aider: solved on the 2 tasks both ran"]
+    assert (solved["value"], solved["met"]) == ("2 vs 1", True)
+    per = found["lmagent vs aider: prompt tokens evaluated per task solved"]
+    assert (per["value"], per["met"]) == ("200 vs 600", True)
+    assert found["lmagent vs mini: prompt tokens evaluated per task solved"]["value"] == "100 vs —"
