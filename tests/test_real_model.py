@@ -208,16 +208,17 @@ def test_native_tool_call_runs_in_the_workspace_and_its_result_goes_back(workspa
             workspace, call["name"], json.loads(call["arguments"]), results[call["id"]]
         )
     history = transcript(workspace, result.session_id)
+    assert "buy milk" in history[1]["content"]  # notes.txt, named in the task, was shown
     first = calls[0]
-    assert history[1]["tool_calls"][0]["id"] == first["id"]
-    assert history[2] == {
+    assert history[2]["tool_calls"][0]["id"] == first["id"]
+    assert history[3] == {
         "role": "tool",
         "tool_call_id": first["id"],
         "content": json.dumps(results[first["id"]], ensure_ascii=False),
     }
     # the next turn carried the call and its result, and the real server took it (200 above)
-    later = [e.body["messages"] for e in chats if history[2] in e.body["messages"]]
-    assert later and all(history[1]["tool_calls"] == m[2]["tool_calls"] for m in later)
+    later = [e.body["messages"] for e in chats if history[3] in e.body["messages"]]
+    assert later and all(history[2]["tool_calls"] == m[3]["tool_calls"] for m in later)
     assert all(m["content"] is not None for e in chats for m in e.body["messages"])
 
 
@@ -237,7 +238,7 @@ def check_ran_in_workspace(workspace: Path, name: str, arguments: dict, result: 
 def test_text_tool_call_from_a_template_without_tools_is_executed(workspace, xllama):
     """SmolLM2's template drops tool schemas (no native calls); shown two examples, the model
     writes <tool_call> text, which the agent runs and answers in text the server accepts."""
-    (workspace / "notes.txt").write_text("buy milk\n")
+    (workspace / "NOTES").write_text("buy milk\n")  # no extension: not shown with the task
     session = SessionStore(workspace).create("few-shot")
     for path in ("a.txt", "b.py"):
         session.append({"role": "user", "content": f"Read the file {path}"})
@@ -248,7 +249,7 @@ def test_text_tool_call_from_a_template_without_tools_is_executed(workspace, xll
     events: list[dict] = []
     with Relay(xllama) as relay:
         config = real_config(workspace, relay, max_iterations=2)
-        result = run_agent(config, "Read the file notes.txt", session=session, sink=events.append)
+        result = run_agent(config, "Read the file NOTES", session=session, sink=events.append)
     calls = [e for e in events if e["type"] == "tool_call"]
     assert calls, "the model wrote no text tool call this time"
     assert calls[0]["id"].startswith("text_") and calls[0]["name"] == "read"
