@@ -376,3 +376,24 @@ def test_a_plain_answer_is_accepted_the_second_time(workspace):
     steps = [text("4"), text("4\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="what is 2 + 2?")
     assert (result.status, result.message, len(requests)) == ("completed", "4", 2)
+
+
+def test_a_failed_call_repeated_unchanged_is_told_it_will_fail_again(workspace):
+    again = text("```bash\npython3 missing.py\n```")
+    _, requests, _ = embedded_run(workspace, [again, again, text("Gone.\nTASK_COMPLETE")])
+    assert "failed before in the same way" not in last_message(requests[1])
+    assert "failed before in the same way" in last_message(requests[2])
+
+
+def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):
+    steps = [text("```bash\nedit hello.py a b\n```"), text("I see.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps)
+    assert "`edit` is one of your tools, not a shell command" in last_message(requests[1])
+
+
+def test_tool_arguments_that_are_not_python_are_read_as_written():
+    known = {"shell": ["command", "timeout"]}
+    reply = "```bash\nshell(python3 squares.py, timeout=10)\n```"
+    assert extract_text_calls(reply, known, blocks=True) == [
+        {"name": "shell", "arguments": {"command": "python3 squares.py", "timeout": "10"}}
+    ]

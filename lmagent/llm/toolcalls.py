@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import itertools
 import json
 import re
 import warnings
@@ -296,7 +297,7 @@ def _function_arguments(inner: str, parameters: list[str]) -> dict | None:
     try:
         node = ast.parse(source, mode="eval").body
     except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return None
+        return _loose_arguments(inner, parameters)
     if not isinstance(node, ast.Call) or len(node.args) > len(parameters):
         return None
     arguments = {
@@ -308,6 +309,29 @@ def _function_arguments(inner: str, parameters: list[str]) -> dict | None:
             return None
         arguments[keyword.arg] = _argument_text(source, keyword.value)
     return arguments
+
+
+def _loose_arguments(inner: str, parameters: list[str]) -> dict | None:
+    """Arguments that are not Python (`shell(python3 a.py, timeout=10)`): split at the commas
+    outside quotes and braces; `name=value` by name, the rest in order, quotes taken off."""
+    cuts = [i for i, char, depth in _outside_strings(inner) if char == "," and not depth]
+    pieces = [inner[a + 1 : b].strip() for a, b in itertools.pairwise([-1, *cuts, len(inner)])]
+    arguments: dict = {}
+    for index, piece in enumerate(piece for piece in pieces if piece):
+        name, equals, value = piece.partition("=")
+        if equals and name.strip() in parameters:
+            arguments[name.strip()] = _unquoted(value.strip())
+        elif index < len(parameters) and not arguments.keys() - set(parameters[:index]):
+            arguments[parameters[index]] = _unquoted(piece)
+        else:
+            return None
+    return arguments or None
+
+
+def _unquoted(text: str) -> str:
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    return text
 
 
 def _argument_text(source: str, node: ast.expr) -> object:

@@ -62,6 +62,11 @@ NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
 )
+REPEATED_FAILURE = (
+    "this exact call failed before in the same way, and nothing has changed since, so it will "
+    "fail again. First change what the error points at (fix the file it names, create what is "
+    "missing), or do something else."
+)
 REPEATED_SUCCESS = (
     "this exact call already succeeded before, with the same result. If the task is done, "
     "reply with a short summary and TASK_COMPLETE; otherwise do the next step."

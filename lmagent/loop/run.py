@@ -64,6 +64,7 @@ from lmagent.loop.prompts import (
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
+    REPEATED_FAILURE,
     REPEATED_SUCCESS,
     announces_work,
     bare_complete,
@@ -649,6 +650,8 @@ class AgentRun:
             )
         elif count > 1 and result.get("success"):  # a small model repeats a step that worked
             result["note"] = REPEATED_SUCCESS
+        elif count > 1:  # ... and one that failed, unchanged, hoping for another result
+            result["note"] = REPEATED_FAILURE
 
     # ------------------------------------------------------------------ endings
 

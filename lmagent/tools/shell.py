@@ -71,6 +71,7 @@ NOT_FOUND = (
     "spelling, or use one that is installed here"
 )
 INSTEAD = {"python": "python3", "pip": "python3 -m pip", "pip3": "python3 -m pip"}
+TOOLS_NOT_COMMANDS = frozenset({"write", "edit", "shell", "glob", "todo_add", "git_commit"})
 _MISSING = re.compile(r"(?:^|\s)([\w.+-]+): (?:command )?not found", re.M)
 
 
@@ -105,6 +106,11 @@ def with_hint(result: dict, command: str = "") -> dict:
     if missing and missing.group(1) in INSTEAD:
         name = missing.group(1)
         result["error"] = f"`{name}` is not installed here: run it as `{INSTEAD[name]}` instead"
+    elif missing and missing.group(1) in TOOLS_NOT_COMMANDS:
+        name = missing.group(1)
+        result["error"] = (
+            f"`{name}` is one of your tools, not a shell command: call the {name} tool"
+        )
     return result
 
 
