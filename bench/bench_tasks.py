@@ -576,6 +576,7 @@ def run_one(
         seconds = time.monotonic() - started
         counted = meter.take()
         solved = bool(task.check(folder))
+        remove_sandbox(folder)  # a Docker sandbox persists per workspace: not this one's
         if keep is not None:
             shutil.copytree(folder, keep / agent.name / task.name, symlinks=True)
         return Outcome(
@@ -590,6 +591,14 @@ def run_one(
             exit=exit_text,
             per_request=[[r.prompt_evaluated, r.prompt_reused, r.generated] for r in counted],
         )
+
+
+def remove_sandbox(folder: Path) -> None:
+    """Remove the Docker sandbox an agent left for `folder` (none without Docker)."""
+    with contextlib.suppress(Exception):  # no engine, no package: nothing was started there
+        from lmagent.sandbox.docker import remove_containers
+
+        remove_containers(workspace=folder.resolve())
 
 
 def run_process(argv: list[str], env: dict, folder: Path, timeout: float) -> str:

@@ -5,6 +5,8 @@ counts what the server reports; LMAgent runs as --embedded sets the default mode
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 
 import pytest
 
@@ -57,6 +59,22 @@ def test_the_harness_runs_lmagent_and_counts_the_server_s_tokens(tmp_path):
     assert (row["solved"], row["tasks"], row["requests"]) == (1, 1, 3)
     assert "| lmagent | 1 / 1 | 3 |" in bench_tasks.table([outcome])
     assert len(outcome.per_request) == 3
+    assert not bench_sandboxes("hello")  # the run's Docker sandbox went with its folder
+
+
+def bench_sandboxes(task: str) -> list[str]:
+    """Workspaces of the Docker sandboxes left for a task's benchmark folders."""
+    try:
+        import docker
+
+        found = docker.from_env(timeout=30).containers.list(
+            all=True, filters={"label": "lmagent.sandbox=1"}
+        )
+    except Exception:  # no engine: no sandbox could be left
+        return []
+    prefix = os.path.join(tempfile.gettempdir(), f"bench-{task}-")
+    workspaces = [c.labels.get("lmagent.workspace", "") for c in found]
+    return [w for w in workspaces if w.startswith(prefix)]
 
 
 def test_the_cache_ratio_compares_evaluated_with_new_tokens():
