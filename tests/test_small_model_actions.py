@@ -242,27 +242,18 @@ def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
     assert "check it" not in last_message(requests[4])
 
 
-def test_showing_a_changed_program_is_not_running_it(workspace):
-    steps = [
-        text('```bash\necho "Hello, world!" > hello.py\ncat hello.py\n```'),
-        text("TASK_COMPLETE"),
-        text("```bash\npython3 hello.py\n```"),
-        text("TASK_COMPLETE"),
-    ]
-    result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
-    assert "`python3 hello.py`" in last_message(requests[2])
-    assert result.status == "completed" and len(requests) == 4
-
-
-def test_a_data_file_written_silently_is_shown_before_finishing(workspace):
-    steps = [
-        text("```bash\necho 8421 > answer.txt\n```"),
-        text("TASK_COMPLETE"),
-        text("```bash\ncat answer.txt\n```"),
-        text("It says 8421.\nTASK_COMPLETE"),
-    ]
-    result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
-    assert "check your work" in last_message(requests[2])
+@pytest.mark.parametrize(
+    ("change", "look", "asked"),
+    [  # showing a changed program is not running it; a data file written silently is shown
+        ('echo "Hello, world!" > hello.py\ncat hello.py', "python3 hello.py", "`python3 hello.py`"),
+        ("echo 8421 > answer.txt", "cat answer.txt", "check your work"),
+    ],
+)
+def test_finishing_unchecked_is_asked_for_the_right_check(workspace, change, look, asked):
+    steps = [text(f"```bash\n{change}\n```"), text("TASK_COMPLETE")]
+    steps += [text(f"```bash\n{look}\n```"), text("Checked.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="make the file")
+    assert asked in last_message(requests[2])
     assert result.status == "completed" and len(requests) == 4
 
 

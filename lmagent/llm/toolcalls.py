@@ -30,6 +30,7 @@ import itertools
 import json
 import re
 import warnings
+from collections.abc import Iterator
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 ALIASES = {"<|tool_call|>": OPEN, "<|/tool_call|>": CLOSE, "<|python_tag|>": ""}
@@ -210,14 +211,13 @@ def block_actions(text: str, known: set[str]) -> list[dict]:
     (unless a file path names it: then it is that file), a block named by a path is written.
     Any other block (an example, expected output) is only text."""
     actions = []
-    for match in _BLOCK.finditer(text):
-        language, body = match.group(1).lower(), match.group(2)
-        path, body = _named_path(text[: match.start()], body, language)
+    for _, language, path, body in _fenced_blocks(text):
+        meant = _meant_call(body, known) if language in SHELL_LANGUAGES else None
         if path and "write" in known:
             arguments = {"path": path, "content": body}
             actions.append({"name": "write", "arguments": arguments, "block": True})
-        elif language in SHELL_LANGUAGES and _meant_call(body, known):
-            actions.append(_meant_call(body, known))
+        elif meant:
+            actions.append(meant)
         elif language in SHELL_LANGUAGES and "shell" in known:
             command = _commands_of(body, language)
             if command:
@@ -348,12 +348,18 @@ def first_command_end(text: str) -> int | None:
     (outputs, then more commands built on them), so the reply is not read further."""
     if any(marker in text for marker in MARKERS):
         return None  # calls in another form: read as they are
+    for end, language, path, body in _fenced_blocks(text):
+        if not path and language in SHELL_LANGUAGES and _commands_of(body, language):
+            return end
+    return None
+
+
+def _fenced_blocks(text: str) -> Iterator[tuple[int, str, str, str]]:
+    """(end, language, path it names or "", content) of each closed fenced block."""
     for match in _BLOCK.finditer(text):
         language, body = match.group(1).lower(), match.group(2)
         path, body = _named_path(text[: match.start()], body, language)
-        if not path and language in SHELL_LANGUAGES and _commands_of(body, language):
-            return match.end()
-    return None
+        yield match.end(), language, path, body
 
 
 def _named_path(before: str, body: str, language: str) -> tuple[str, str]:

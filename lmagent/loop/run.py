@@ -95,9 +95,6 @@ __all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
-PROGRAM_SUFFIXES = frozenset(
-    {".py", ".sh", ".js", ".ts", ".rb", ".go", ".rs", ".c", ".cpp", ".java"}
-)
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
@@ -356,11 +353,17 @@ class AgentRun:
         if COMPLETE_LINE.search(reply.content) and self.last_calls_ok and self.saw_output(calls):
             raise Completed(final_text(reply.content))
 
+    @property
+    def text_calls(self) -> bool:
+        """The model calls tools as text (a small one): fenced blocks are actions, and the
+        checks and nudges written for small models apply."""
+        return self.client.tool_form == "text"
+
     def saw_output(self, calls: list[dict]) -> bool:
         """Whether a reply that ends the task with calls can end it: with text calls (small
         models), not when it ran commands whose output it has not seen (it "finishes" with a
         command that printed an error, or an answer it never read)."""
-        return self.client.tool_form != "text" or all(c["name"] != "shell" for c in calls)
+        return not self.text_calls or all(c["name"] != "shell" for c in calls)
 
     def show_named_files(self, task: str) -> None:
         """Before the first reply to a new task: the files and folders it names, as they are
@@ -454,7 +457,7 @@ class AgentRun:
                 self.stop,
                 must,
                 temperature=self.next_temperature(),
-                enough=first_command_end if self.client.tool_form == "text" else None,
+                enough=first_command_end if self.text_calls else None,
             )
         self.count_tokens(reply, sent_estimate)
         return reply
@@ -475,7 +478,7 @@ class AgentRun:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
-        blocks = self.client.tool_form == "text"  # its prompt teaches fenced blocks as actions
+        blocks = self.text_calls  # its prompt teaches fenced blocks as actions
         try:
             calls = extract_text_calls(reply.content, self.parameters(), blocks)
         except FormatError:
@@ -540,7 +543,7 @@ class AgentRun:
             if self.stop.stopped or self.final_result or self.gate.blocked:
                 results.append({"success": False, "error": CALL_NOT_RUN})
                 continue
-            if not self.last_calls_ok and not native and self.client.tool_form == "text":
+            if not self.last_calls_ok and not native and self.text_calls:
                 results.append({"success": False, "error": AFTER_FAILURE})  # written unseen
                 continue
             if call.get("refused"):  # a block that cannot be what it says (toolcalls.py)
@@ -579,8 +582,9 @@ class AgentRun:
             result["note"] = merged
         if name == "shell" and change.get("changed"):  # what a silent command did
             result["files_changed"] = change["changed"][:FILES_SHOWN]
-        self.outcome.record(name, _try_json(raw), result, change)
-        self.checks.record(name, _try_json(raw), result, change)
+        arguments = _try_json(raw)
+        self.outcome.record(name, arguments, result, change)
+        self.checks.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
@@ -687,7 +691,7 @@ class AgentRun:
             self.nudged_open_work = True
             self.nudge(open_work_nudge(len(unfinished)))
             return
-        if self.client.tool_form == "text" and not (self.called_tools or self.nudged_nothing):
+        if self.text_calls and not (self.called_tools or self.nudged_nothing):
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
             self.nudge(self.nothing_done_nudge())
             return
@@ -697,17 +701,17 @@ class AgentRun:
         """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
         small one, told only "nothing has been done", asked which task was meant)."""
         task = str(self.session.meta.get("task") or "").strip()
-        if self.client.tool_form != "text" or not task or len(task) > TASK_REPEATED_CHARS:
+        if not self.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
             return NUDGE_NOTHING_DONE
         return f"{NUDGE_NOTHING_DONE}\n\nThe task: {task}"
 
     def code_nudge(self) -> str:
-        return NUDGE_CODE_BLOCKS if self.client.tool_form == "text" else NUDGE_CODE
+        return NUDGE_CODE_BLOCKS if self.text_calls else NUDGE_CODE
 
     def finishes_unchecked(self) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with
         changes it has not looked at (lmagent.loop.checks)."""
-        nudge = self.client.tool_form == "text" and self.checks.before_finishing()
+        nudge = self.text_calls and self.checks.before_finishing()
         if nudge:
             self.nudge(nudge)
         return bool(nudge)
