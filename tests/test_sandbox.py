@@ -172,13 +172,16 @@ def test_clean_environment_and_allowed_variables(make_sandbox, monkeypatch):
 
 
 def test_git_commit_works_in_a_fresh_sandbox(make_sandbox):
+    """... and git there does not offer the agent's own files (the `.lmagent.md` mount point,
+    `.lmagent/`) for committing: `git add .` adds the user's files only."""
     for backend in ("docker", "bwrap"):
         sandbox = make_sandbox(backend, git_name="Ada", git_email="ada@example.org")
         result = sandbox.run(
-            "git init -q && echo hi > f && git add f && git commit -qm first"
-            " && git log --format='%an <%ae> %cn' && git status --short -- f | wc -l"
+            "git init -q && echo hi > f && git add . && git commit -qm first"
+            " && git log --format='%an <%ae> %cn' && git status --short | wc -l"
+            " && git ls-files"
         )
-        assert (result.output, result.exit_code) == ("Ada <ada@example.org> Ada\n0\n", 0)
+        assert (result.output, result.exit_code) == ("Ada <ada@example.org> Ada\n0\nf\n", 0)
 
 
 def test_files_belong_to_the_host_user(sandbox):

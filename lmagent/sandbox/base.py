@@ -251,11 +251,19 @@ def workspace_identity(workspace: Path) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
+# What git inside the sandbox ignores in every repository: the agent's own files, so that
+# `git status` and `git add .` do not offer the `.lmagent.md` mount point (a comment-only
+# file when the user has none) or `.lmagent/` for committing. A tracked `.lmagent.md` stays
+# tracked: ignore rules only apply to untracked files.
+SANDBOX_GITIGNORE = "/.lmagent.md\n/.lmagent/\n"
+SANDBOX_GITIGNORE_NAME = ".gitignore_lmagent"  # in the sandbox's HOME
+
+
 def gitconfig_text(cfg: SandboxConfig) -> str:
     return (
         f"[user]\n\tname = {cfg.git_name}\n\temail = {cfg.git_email}\n"
         "[safe]\n\tdirectory = *\n[init]\n\tdefaultBranch = main\n"
-        "[core]\n\tpager = cat\n"
+        f"[core]\n\tpager = cat\n\texcludesFile = ~/{SANDBOX_GITIGNORE_NAME}\n"
     )
 
 
@@ -328,12 +336,18 @@ class RunnerSandbox:
         return []
 
     def _start_channel(self, transport, **extra) -> Channel:
-        """Greet a freshly started runner (it writes HOME/.gitconfig); close it if that fails.
+        """Greet a freshly started runner (it writes HOME/.gitconfig and the ignore file); close
+        it if that fails.
 
         The runner's "ready" answer is kept as `channel.ready`.
         """
         channel = Channel(transport)
-        greeting = {"home": self.home, "gitconfig": gitconfig_text(self.cfg), **extra}
+        greeting = {
+            "home": self.home,
+            "gitconfig": gitconfig_text(self.cfg),
+            "gitignore": [SANDBOX_GITIGNORE_NAME, SANDBOX_GITIGNORE],
+            **extra,
+        }
         greeting["workspace"] = str(self.workspace)
         greeting.update(max_procs=self.max_procs, max_rss_mb=self._rss_limit(DEFAULT_MEMORY_MB))
         try:

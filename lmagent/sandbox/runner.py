@@ -4,7 +4,8 @@ sandboxed_shell.py starts it once per sandbox with ``python3 -c <this file>`` an
 it over stdin/stdout, so a command costs one fork instead of a fresh ``docker exec``.
 
 Protocol. The host writes one JSON object per line on stdin:
-  {"op": "hello", "home", "gitconfig", "workspace", "max_procs", "max_rss_mb", "direct"?}
+  {"op": "hello", "home", "gitconfig", "gitignore": [name, text], "workspace", "max_procs",
+   "max_rss_mb", "direct"?}
                           -> {"op": "ready", "pid", "uid", "direct": bool, "workspace": [dev, ino]}
   {"op": "run", "id", "cmd", "cwd", "env", "timeout", "mem_mb", "max_rss_mb", "cap"}
   {"op": "kill", "id"}                                               (stop the running command)
@@ -846,6 +847,10 @@ def write_home(req):
         os.makedirs(home, exist_ok=True)
         with open(os.path.join(home, ".gitconfig"), "w") as f:
             f.write(req.get("gitconfig", ""))
+        name, text = req.get("gitignore") or (None, "")
+        if name:
+            with open(os.path.join(home, os.path.basename(name)), "w") as f:
+                f.write(text)
     except OSError as exc:
         sys.stderr.write(f"sandbox: cannot prepare HOME: {exc}\n")
 
