@@ -13,7 +13,7 @@ import pytest
 
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import named_paths
+from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import UNSTICK_TEMPERATURE
 from tests.conftest import make_config
 from tests.scripted_llm import text
@@ -23,7 +23,7 @@ KNOWN = {"read", "write", "edit", "ls", "grep", "shell"}
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 
 
-def embedded_run(workspace, turns, task="fix calc.py", **changes):
+def embedded_run(workspace, turns, task="fix the bug", **changes):
     with llama_cpp(turns) as llm:
         events: list[dict] = []
         result = run(embedded_config(workspace, llm, **changes), task, events)
@@ -62,6 +62,7 @@ def last_message(request: dict) -> str:
         ),
         ("run.sh\n```bash\necho hi\n```", [("write", {"path": "run.sh", "content": "echo hi\n"})]),
         ("```bash\n# TASK_COMPLETE\n```", []),  # only a comment: nothing to run
+        ("```bash\ntask_complete\n```", []),  # the ending word: not a command
         ("Here is the code:\n```python\nprint(3)\n```", []),  # no path: only shown
         ("It prints:\n```\nHELLO ANN\n```", []),  # expected output: only shown
         ("/etc/passwd\n```\nroot::0:0\n```", []),  # not a workspace path
@@ -202,17 +203,118 @@ def test_named_paths_outside_the_workspace_or_in_its_data_are_not_shown(workspac
     assert all("TOPSECRET" not in str(m["content"]) for m in requests[0]["messages"])
 
 
+APP = "import sys\n\nname = sys.argv[1]\nprint(f'hello {name}')\n"
+SHOUT = "if '--shout' in sys.argv:\n    print(f'HELLO {name.upper()}')\nelse:\n    "
+SHOUTING = APP.replace("print(f'hello {name}')", SHOUT + "print(f'hello {name}')")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"You need to handle --shout:\n```python\n{SHOUTING}```",
+        f"Here it is:\n```bash\n{SHOUTING}```",  # Python in a bash block: the file, not a command
+    ],
+)
+def test_a_program_block_without_a_path_is_the_named_file_it_changes(workspace, reply):
+    (workspace / "app.py").write_text(APP)
+    (workspace / "other.py").write_text("x = 1\n")
+    steps = [text(reply), text("Done.\nTASK_COMPLETE"), text("Done.\nTASK_COMPLETE")]
+    embedded_run(workspace, steps, task="Add --shout to app.py (see other.py)")
+    assert (workspace / "app.py").read_text() == SHOUTING
+    assert (workspace / "other.py").read_text() == "x = 1\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Use it like this:\n```python\nimport app\napp.main()\n```",  # an example: shown
+        "```bash\npython3 app.py Ann --shout\n```",  # a command: run
+    ],
+)
+def test_a_block_unlike_any_named_file_is_not_written(workspace, reply):
+    """(a named file that exists: a block unlike it may be an example of its use)"""
+    (workspace / "app.py").write_text(APP)
+    embedded_run(
+        workspace, [text(reply), text("Done.\nTASK_COMPLETE")], task="Add --shout to app.py"
+    )
+    assert (workspace / "app.py").read_text() == APP
+
+
+@pytest.mark.parametrize(
+    ("task", "written"),
+    [
+        ("Create hello.py that prints hi and run it.", "hello.py"),
+        ("Create hello.py and hello.sh.", "hello.py"),  # one Python file
+        ("Create hello.py and test_hello.py.", None),  # which one?
+        ("Create a program that prints hi.", None),  # none named
+    ],
+)
+def test_a_python_block_without_a_path_is_the_one_python_file_the_task_creates(
+    workspace, task, written
+):
+    steps = [text("```python\nprint('hi')\n```"), text("Done.\nTASK_COMPLETE")]
+    if written:
+        steps.insert(1, text(f"```bash\npython3 {written}\n```"))
+    _, requests, _ = embedded_run(workspace, steps, task=task)
+    if written:  # the next step is named
+        assert f"next, run it to check it does what the task asks: python3 {written}" in (
+            last_message(requests[1])
+        )
+    created = sorted(p.name for p in workspace.iterdir() if not p.name.startswith(".lmagent"))
+    assert created == ([written] if written else [])
+
+
+def test_a_python_block_replaces_the_named_file_the_model_made_wrongly_in_this_task(workspace):
+    steps = [
+        text('```bash\necho "Hello, world!" > hello.py\n```'),
+        text("```python\nprint('Hello, world!')\n```"),
+        text("```bash\npython3 hello.py\n```"),
+        text("Done.\nTASK_COMPLETE"),
+    ]
+    embedded_run(workspace, steps, task="Create hello.py that prints Hello, world!")
+    assert (workspace / "hello.py").read_text() == "print('Hello, world!')\n"
+
+
+def test_equally_resembled_files_are_not_guessed_between():
+    files = {"a.py": "x = 1\ny = 2\n", "b.py": "x = 1\ny = 2\n"}
+    look = lambda name, arguments: {"success": True, "content": files[arguments["path"]]}  # noqa: E731
+    assert resembled_file("x = 1\ny = 3\n", ["a.py", "b.py"], look) == ""
+    assert resembled_file("x = 1\ny = 3\n", ["a.py"], look) == "a.py"
+
+
+def test_a_block_resembling_a_file_outside_the_workspace_is_not_written_there(workspace, tmp_path):
+    """Attack: a task naming a host file and a link leading out, and a reply that is a changed
+    version of them; neither may be written (nor read to compare)."""
+    outside = tmp_path / "outside.py"
+    outside.write_text(APP)
+    os.symlink(outside, workspace / "link.py")
+    reply = f"```python\n{SHOUTING}```"  # no action: asked once, then the answer stands
+    steps = [text(reply), text("Done.\nTASK_COMPLETE")]
+    embedded_run(workspace, steps, task=f"Add --shout to {outside}, ../outside.py and link.py")
+    assert outside.read_text() == APP
+    assert sorted(p.name for p in workspace.iterdir() if p.name != ".lmagent") == ["link.py"]
+
+
 def test_named_paths_are_words_with_an_extension_or_a_slash():
     task = "python3 test_calc.py fails: fix calc.py (see src/ and logs/app.log, version 1.0)."
     assert named_paths(task)[:4] == ["test_calc.py", "calc.py", "src/", "logs/app.log"]
 
 
-def test_a_repeated_reply_makes_the_next_one_sampled(workspace):
+def test_a_repeated_reply_is_asked_for_again_sampled_and_never_enters_the_history(workspace):
     same = text("```bash\ncat missing.txt\n```")
-    _, requests, _ = embedded_run(
-        workspace, [same, same, text("It does not exist.\nTASK_COMPLETE")]
-    )
+    done = text("It does not exist.\nTASK_COMPLETE")
+    _, requests, _ = embedded_run(workspace, [same, same, done])
     assert [r["temperature"] for r in requests] == [0.0, 0.0, UNSTICK_TEMPERATURE]
+    assert requests[2]["messages"] == requests[1]["messages"]  # the same prompt: cached
+
+
+def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_sampled(workspace):
+    same = text("```bash\ncat missing.txt\n```")
+    steps = [same, same, same, same, text("It does not exist.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps)
+    temperatures = [0.0, 0.0, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE]
+    assert [r["temperature"] for r in requests] == temperatures
+    assert "failed before in the same way" in last_message(requests[4])
 
 
 def test_a_grep_without_match_and_a_lone_cd_are_explained(workspace):
@@ -239,7 +341,7 @@ def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
     result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
     assert result.status == "completed"
     assert "run what you changed to check it: `python3 hello.py`" in last_message(requests[2])
-    assert "check it" not in last_message(requests[4])
+    assert "run what you changed" not in last_message(requests[4])
 
 
 @pytest.mark.parametrize(
@@ -354,11 +456,37 @@ def test_a_tool_call_put_in_a_bash_block_is_that_call(block):
     ]
 
 
+@pytest.mark.parametrize(
+    "block, expected",
+    [
+        ("write count.txt 17", ("write", {"path": "count.txt", "content": "17"})),
+        (
+            'edit hello.py "Hello, world" "Bye"',
+            ("edit", {"path": "hello.py", "search": "Hello, world", "replace": "Bye"}),
+        ),
+        ("# save it\nwrite 'a b.txt' 'x\ny'", ("write", {"path": "a b.txt", "content": "x\ny"})),
+        ("write a.txt x\npython3 a.py", ("shell", {"command": "write a.txt x\npython3 a.py"})),
+        ('write a.txt "open', ("shell", {"command": 'write a.txt "open'})),
+        ("edit a.py -search x", ("shell", {"command": "edit a.py -search x"})),
+        ("write", ("shell", {"command": "write"})),
+        ("grep -n x a.py", ("shell", {"command": "grep -n x a.py"})),  # a real command
+        ('shell -c "python3 a.py"', ("shell", {"command": "python3 a.py"})),
+        ("shell echo 'a  b'", ("shell", {"command": "echo 'a  b'"})),
+        ("shell python3 a.py Ann", ("shell", {"command": "python3 a.py Ann"})),
+    ],
+)
+def test_a_tool_written_as_a_command_is_that_tool(block, expected):
+    known = {"write": ["path", "content"], "edit": ["path", "search", "replace"], "grep": ["p"]}
+    calls = extract_text_calls(f"```bash\n{block}\n```", {**known, "shell": ["command"]}, True)
+    assert [(c["name"], c["arguments"]) for c in calls] == [expected]
+
+
 def test_an_answer_without_any_action_is_questioned_once(workspace):
     steps = [text("8421"), text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
     assert "Nothing has been done yet" in last_message(requests[1])
+    assert "To write answer.txt: its path on a line of its own" in last_message(requests[1])
     assert last_message(requests[1]).endswith("The task: write the port to answer.txt")
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
@@ -370,16 +498,32 @@ def test_a_plain_answer_is_accepted_the_second_time(workspace):
 
 
 def test_a_failed_call_repeated_unchanged_is_told_it_will_fail_again(workspace):
-    again = text("```bash\npython3 missing.py\n```")
-    _, requests, _ = embedded_run(workspace, [again, again, text("Gone.\nTASK_COMPLETE")])
+    again, done = "```bash\npython3 missing.py\n```", "Gone.\nTASK_COMPLETE"
+    steps = [text(again), text("Trying again:\n" + again), text(done)]
+    _, requests, _ = embedded_run(workspace, steps)
     assert "failed before in the same way" not in last_message(requests[1])
     assert "failed before in the same way" in last_message(requests[2])
 
 
 def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):
-    steps = [text("```bash\nedit hello.py a b\n```"), text("I see.\nTASK_COMPLETE")]
-    _, requests, _ = embedded_run(workspace, steps)
+    steps = [text("```bash\nedit hello.py a b c\n```"), text("I see.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps)  # more words than edit has arguments
     assert "`edit` is one of your tools, not a shell command" in last_message(requests[1])
+
+
+def test_the_ending_word_put_in_a_bash_block_ends_the_task(workspace):
+    steps = [text("```bash\nls\n```"), text("```bash\ntask_complete\n```")]
+    result, requests, _ = embedded_run(workspace, steps)
+    assert (result.status, len(requests)) == ("completed", 2)
+
+
+def test_a_tool_written_as_a_command_runs_as_that_tool(workspace):
+    steps = [text("```bash\nwrite count.txt 17\n```"), text("Written.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="write 17 to count.txt")
+    assert (workspace / "count.txt").read_text() == "17"
+    assert '"created": true' in last_message(requests[1])
+    assert "if that was all the task asks, reply TASK_COMPLETE" in last_message(requests[1])
+    assert result.status == "completed"
 
 
 def test_tool_arguments_that_are_not_python_are_read_as_written():

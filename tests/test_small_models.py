@@ -12,7 +12,7 @@ import json
 
 import lmagent.llm.embedded as embedded_llm
 from lmagent.llm.tokens import estimate_tokens
-from lmagent.loop.run import run_agent
+from lmagent.loop.run import RESAMPLES, run_agent
 from lmagent.runtime import shared_runtime
 from tests.conftest import make_config
 from tests.scripted_llm import ScriptedLLM, text, tool_call
@@ -171,7 +171,7 @@ def test_a_tool_on_demand_runs_when_called(workspace):
 
 def blocked_run(workspace, turns: list[dict]):
     with llama_cpp(turns) as llm:
-        result = run(make_config(workspace, llm, enable_mcp=False), "fix config.ini")
+        result = run(make_config(workspace, llm, enable_mcp=False), "fix the configuration")
         llm.assert_all_used()
         return result, llm.requests
 
@@ -253,9 +253,10 @@ def test_a_repeated_pair_of_calls_that_change_nothing_is_a_loop(workspace):
         "</tool_call>\n"
         '<tool_call>{"name": "shell", "arguments": {"command": "cat a.txt"}}</tool_call>'
     )
-    result, requests = blocked_run(workspace, [pair] * 5)
+    asked = 1 + (1 + RESAMPLES) * 4  # each repeat is asked for again before it is taken
+    result, requests = blocked_run(workspace, [pair] * asked)
     assert result.status == "blocked" and "stuck in a loop" in result.message
-    assert len(requests) == 5
+    assert len(requests) == asked
 
 
 def test_constrained_calls_can_name_a_tool_on_demand(workspace):

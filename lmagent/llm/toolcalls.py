@@ -29,8 +29,9 @@ import contextlib
 import itertools
 import json
 import re
+import shlex
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 ALIASES = {"<|tool_call|>": OPEN, "<|/tool_call|>": CLOSE, "<|python_tag|>": ""}
@@ -64,7 +65,12 @@ class _TooDeep(FormatError):
         super().__init__("the JSON is nested too deeply")
 
 
-def extract_text_calls(text: str, known: set[str], blocks: bool = False) -> list[dict]:
+Place = Callable[[str, str], str]  # a block's (content, language) -> the file it is, or ""
+
+
+def extract_text_calls(
+    text: str, known: set[str], blocks: bool = False, place: Place | None = None
+) -> list[dict]:
     """Tool calls written in `text`, as [{"name", "arguments"}]; [] when there are none.
     Arguments are a dict, or text when nested too deeply to decode. With `blocks`, fenced
     blocks are actions when no call is written in another form."""
@@ -79,7 +85,7 @@ def extract_text_calls(text: str, known: set[str], blocks: bool = False) -> list
         raise FormatError("no call with a tool name was found")
     if not blocks:
         return []
-    return function_style_calls(text, known) or block_actions(text, known)
+    return function_style_calls(text, known) or block_actions(text, known, place)
 
 
 def _without_thinking(text: str) -> str:
@@ -206,13 +212,16 @@ NOT_CODE = frozenset({"text", "txt", "output", "plaintext", "plain", "log", "dif
 _NAMES_WITHOUT_DOT = frozenset({"Makefile", "Dockerfile", "Procfile", "LICENSE", "Gemfile"})
 
 
-def block_actions(text: str, known: set[str]) -> list[dict]:
+def block_actions(text: str, known: set[str], place: Place | None = None) -> list[dict]:
     """The reply's fenced blocks that are actions, in order: a shell-language block runs
-    (unless a file path names it: then it is that file), a block named by a path is written.
-    Any other block (an example, expected output) is only text."""
+    (unless a file path names it: then it is that file), a block named by a path is written,
+    and so is a program without a path that `place` finds a file for. Any other
+    block (an example, expected output) is only text."""
     actions = []
     for _, language, path, body in _fenced_blocks(text):
         meant = _meant_call(body, known) if language in SHELL_LANGUAGES else None
+        if not path and not meant and place and _is_program(language, body):
+            path = place(body, "python" if language in SHELL_LANGUAGES else language)
         if path and "write" in known:
             arguments = {"path": path, "content": body}
             actions.append({"name": "write", "arguments": arguments, "block": True})
@@ -248,7 +257,33 @@ def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | Non
             arguments = _loads(assigned.group(2))
             if isinstance(arguments, dict):
                 return {"name": assigned.group(1), "arguments": arguments}
-    return None
+    return _command_style_call(code, known)
+
+
+# Tools whose names are no shell command (in the sandbox or anywhere): run as one, the model
+# meant the tool. `grep`, `ls` and `read` (a bash builtin) are commands and stay commands.
+TOOLS_NOT_COMMANDS = frozenset({"write", "edit", "shell", "glob", "todo_add", "git_commit"})
+
+
+def _command_style_call(code: str, known: set[str] | dict[str, list[str]]) -> dict | None:
+    """A tool written as a command, with the tool's arguments in order (`write count.txt 17`,
+    `edit hello.py "Hello" "Bye"`): that call. Not when its words are more than the tool has
+    arguments (`write a.txt x` and a second command under it)."""
+    first = code.split(maxsplit=1)[0] if code.strip() else ""
+    parameters = known.get(first) if isinstance(known, dict) else None
+    if first not in TOOLS_NOT_COMMANDS or parameters is None:
+        return None
+    try:
+        words = shlex.split(code)[1:]
+    except ValueError:  # an open quote
+        return None
+    if first == "shell" and words:  # `shell -c "python3 a.py"`, `shell python3 a.py`
+        words = words[1:] if words[0] == "-c" else words
+        command = words[0] if len(words) == 1 else shlex.join(words)  # -c "one string"
+        return {"name": first, "arguments": {"command": command}} if words else None
+    if not words or len(words) > len(parameters) or any(w.startswith("-") for w in words):
+        return None  # `edit a.py -search x`: options of a command that does not exist
+    return {"name": first, "arguments": dict(zip(parameters, words, strict=False))}
 
 
 PYTHON_IN_SHELL = (
@@ -379,6 +414,10 @@ def _named_path(before: str, body: str, language: str) -> tuple[str, str]:
     return "", body
 
 
+def _is_program(language: str, body: str) -> bool:
+    return _is_code(language) or (language in SHELL_LANGUAGES and is_python(body))
+
+
 def _is_code(language: str) -> bool:
     return bool(language) and language not in SHELL_LANGUAGES | NOT_CODE
 
@@ -404,9 +443,10 @@ def _as_path(line: str) -> str:
 
 
 def _is_command(line: str) -> bool:
-    """Not blank, not a comment (a model ends a reply with "# TASK_COMPLETE" in a block)."""
+    """Not blank, not a comment, not the word that ends a task (a model ends a reply with
+    "# TASK_COMPLETE" or "task_complete" in a block)."""
     text = line.strip()
-    return bool(text) and not text.startswith("#")
+    return bool(text) and not text.startswith("#") and text.upper() != "TASK_COMPLETE"
 
 
 def _commands_of(body: str, language: str) -> str:

@@ -28,6 +28,15 @@ def check_nudge(programs: list[str]) -> str:
     )
 
 
+def next_step(path: str) -> str:
+    """What a small model is told after it wrote a file: the next step. Without it, it answers
+    a written file with the file again, changed at random, until it breaks it."""
+    runner = RUNNERS.get(Path(path).suffix)
+    if not runner:
+        return "saved; if that was all the task asks, reply TASK_COMPLETE"
+    return f"saved; next, run it to check it does what the task asks: {runner} {path}"
+
+
 def only_looks(command: str) -> bool:
     """A command that only shows files (cat, head, ls...): it checks content, runs nothing."""
     lines = [line for line in command.splitlines() if line.strip()]

@@ -6,6 +6,7 @@ read, four times). They are read with the read and ls tools, so the workspace's 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 
@@ -17,6 +18,19 @@ MAX_NAMED = 6  # paths looked at
 SHOWN_CHARS = 3000  # of file contents in all (about 800 tokens): the rest are named only
 LISTED_ENTRIES = 30
 FOLDER_FILES = 10  # of a named folder's files, shown while the budget lasts
+RESEMBLES = 0.5  # share of lines in common that makes a block a new version of a file
+LANGUAGE_SUFFIXES = {  # a fenced block's language -> the file names it can be
+    "python": (".py",),
+    "py": (".py",),
+    "javascript": (".js", ".mjs"),
+    "js": (".js", ".mjs"),
+    "json": (".json",),
+    "yaml": (".yaml", ".yml"),
+    "html": (".html", ".htm"),
+    "css": (".css",),
+    "ini": (".ini", ".cfg"),
+    "toml": (".toml",),
+}
 
 Look = Callable[[str, dict], dict]  # runs a tool by name with arguments, returns its result
 
@@ -81,3 +95,53 @@ def _listed(path: str, look: Look) -> tuple[str, list[str]]:
     text = f"{path}/ holds: " + (", ".join(names[:LISTED_ENTRIES]) or "nothing")
     files = [e["name"] for e in entries if e.get("type") == "file"]
     return text + (f" and {more} more" if more > 0 else ""), files[:FOLDER_FILES]
+
+
+def file_for_block(
+    content: str, language: str, named: list[str], to_create: list[str], look: Look
+) -> str:
+    """The named file a code block without a path is for: a small model shown app.py answers
+    with app.py changed and no path over it ("Now it looks like this:"), and one asked to
+    create hello.py answers with a ```python block. The file it resembles (below), else the
+    one file of the block's language that the task named and that did not exist when it was
+    given (`to_create`: the model may have made it since, wrongly); "" when that is not one
+    file. (A block unlike a file the user had may be an example of its use.)"""
+    resembled = resembled_file(content, named, look)
+    if resembled:
+        return resembled
+    suffixes = LANGUAGE_SUFFIXES.get(language, ())
+    of_language = [path for path in named if suffixes and path.endswith(suffixes)]
+    return of_language[0] if len(of_language) == 1 and of_language[0] in to_create else ""
+
+
+def can_create(path: str, look: Look) -> bool:
+    """A named path that is not there yet and could be made in the workspace (not a host
+    path, not up and out, not the agent's own data)."""
+    parts = path.split("/")
+    if path.startswith("/") or ".." in parts or parts[0] in (".lmagent", ".lmagent.md"):
+        return False
+    read = look("read", {"path": path})  # "not found", not refused (a link leading out)
+    missing = not read.get("success") and "not found" in str(read.get("error", ""))
+    return missing and not look("ls", {"path": path}).get("success")
+
+
+def exists(path: str, look: Look) -> bool:
+    return any(look(tool, {"path": path}).get("success") for tool in ("read", "ls"))
+
+
+def resembled_file(content: str, paths: list[str], look: Look) -> str:
+    """The file whose lines the block shares most, at least RESEMBLES of them; "" when none
+    does, or two do equally (an example or a new program is not a changed file)."""
+    new = content.splitlines()
+    scores = {}
+    for path in paths:
+        read = look("read", {"path": path})
+        if read.get("success") and not read.get("truncated") and len(new) > 1:
+            old = str(read.get("content", "")).splitlines()
+            scores[path] = difflib.SequenceMatcher(None, old, new, autojunk=False).ratio()
+    ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
+    if not ranked or ranked[0][1] < RESEMBLES:
+        return ""
+    if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
+        return ""
+    return ranked[0][0]

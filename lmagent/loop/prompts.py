@@ -29,7 +29,7 @@ WAIT_LINE = re.compile(
 )
 CODE_BLOCK = re.compile(r"^\s*```", re.M)
 BLOCKED_LINE = re.compile(r"^\s*[*_`]*BLOCKED[*_`]*:\s*(.+)$", re.M)
-COMPLETE_LINE = re.compile(r"^\s*(?:#+\s*)?[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M)
+COMPLETE_LINE = re.compile(r"^\s*(?:#+\s*)?[*_`]*TASK_COMPLETE[*_`.!]*\s*$", re.M | re.I)
 
 PLAN_REQUEST = (
     "Before doing anything, write a short numbered plan (one line per step, at most 10 steps) "
@@ -79,6 +79,16 @@ NUDGE_NOTHING_DONE = (
     "tools (read the files it names, write or edit them, run commands), then reply "
     "TASK_COMPLETE. If it only asked a question, answer it before TASK_COMPLETE."
 )
+
+
+def write_example(path: str) -> str:
+    """How to write `path`, shown (a small model told only "write it" answers in prose)."""
+    return (
+        f"To write {path}: its path on a line of its own, then its whole content in a fenced "
+        f"block:\n{path}\n```\n…\n```"
+    )
+
+
 BAD_WAIT = (
     "WAIT needs a valid ISO-8601 time, e.g. WAIT: 2030-01-31T09:00:00+01:00: the reason. "
     "Reply again."

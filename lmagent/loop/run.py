@@ -42,12 +42,12 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import WorkChecks
+from lmagent.loop.checks import WorkChecks, next_step
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import named_files_message
+from lmagent.loop.named import can_create, file_for_block, named_files_message, named_paths
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Ticker
@@ -76,6 +76,7 @@ from lmagent.loop.prompts import (
     resume_message,
     shows_code,
     system_prompt,
+    write_example,
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
@@ -98,6 +99,7 @@ MAX_NUDGES = 3
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
+RESAMPLES = 2  # a small model's reply that repeats an earlier one is asked for again this often
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
@@ -204,6 +206,8 @@ class AgentRun:
         self.loop_message = ""
         self.replies: set[str] = set()  # this run's replies, to notice one repeated
         self.unstick = False  # the last reply repeated an earlier one: sample the next
+        self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
+        self.to_create: list[str] = []  # ... that did not exist when it was given
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
         self.outcome = Outcome()  # what this run did, for its ending
@@ -322,7 +326,7 @@ class AgentRun:
         self.count_iteration()
         self.compact_if_needed()
         answering = self.reply_rule() == "answer"
-        reply = self.query()
+        reply = self.resampled(self.query())
         self.notice_repeat(reply)
         if _is_empty(reply) and self.client.native_tools:
             # some servers (llama-cpp-python's function calling) can only answer in text
@@ -368,6 +372,8 @@ class AgentRun:
     def show_named_files(self, task: str) -> None:
         """Before the first reply to a new task: the files and folders it names, as they are
         (lmagent.loop.named)."""
+        self.named = named_paths(task)
+        self.to_create = [path for path in self.named if can_create(path, self.look)]
         text = named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text})
@@ -403,15 +409,15 @@ class AgentRun:
             on_first_token=reading.stop,
         )
 
-    def query(self, tools: bool = True):
+    def query(self, tools: bool = True, temperature: float | None = None):
         """One reply; a context overflow compacts the conversation and retries exactly once."""
         try:
-            return self.ask_model(tools)
+            return self.ask_model(tools, temperature)
         except ContextOverflow:
             self.emit("status", message="the context is full; compacting and retrying once")
             if not self.compact(force=True):
                 raise
-            return self.ask_model(tools)
+            return self.ask_model(tools, temperature)
 
     def offered_schemas(self) -> list[dict]:
         """The tools' schemas for the request: with constrained calls, a path that must exist
@@ -430,21 +436,43 @@ class AgentRun:
             return ""
         return "call" if self.session.history[-1]["role"] == "user" else "answer"
 
+    def resampled(self, reply):
+        """A small model's action that repeats an earlier reply, asked for again at
+        UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is taken. A repeat that enters the
+        history is copied again by the model, however it is told; asked again, the prompt is
+        the same, so the server reads all of it from its cache. (A repeated answer stands: it
+        is how a model insists it is done.)"""
+        for _ in range(RESAMPLES):
+            if not (self.text_calls and self.samples_cold and self.repeats_an_action(reply)):
+                break
+            self.emit("status", message="the reply repeats an earlier one; asking again")
+            reply = self.query(temperature=UNSTICK_TEMPERATURE)
+        return reply
+
+    def repeats_an_action(self, reply) -> bool:
+        if _said(reply) not in self.replies:
+            return False
+        with contextlib.suppress(FormatError):
+            return bool(self.text_calls_of(reply.content))
+        return False
+
+    @property
+    def samples_cold(self) -> bool:
+        return self.config.llm_temperature < UNSTICK_TEMPERATURE
+
     def notice_repeat(self, reply) -> None:
         """A reply the same as an earlier one in this run makes the next one sampled: with
         greedy sampling (a small model's default) the same context gives the same reply, so a
         model that repeats a failing step after being told would repeat it forever."""
-        said = reply.content.strip() + json.dumps(reply.tool_calls or [], sort_keys=True)
+        said = _said(reply)
         self.unstick = said in self.replies
         self.replies.add(said)
 
     def next_temperature(self) -> float | None:
         """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
-        if self.unstick and self.config.llm_temperature < UNSTICK_TEMPERATURE:
-            return UNSTICK_TEMPERATURE
-        return None
+        return UNSTICK_TEMPERATURE if self.unstick and self.samples_cold else None
 
-    def ask_model(self, tools: bool):
+    def ask_model(self, tools: bool, temperature: float | None = None):
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
@@ -456,7 +484,7 @@ class AgentRun:
                 self.callbacks(reading),
                 self.stop,
                 must,
-                temperature=self.next_temperature(),
+                temperature=temperature or self.next_temperature(),
                 enough=first_command_end if self.text_calls else None,
             )
         self.count_tokens(reply, sent_estimate)
@@ -478,9 +506,8 @@ class AgentRun:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
-        blocks = self.text_calls  # its prompt teaches fenced blocks as actions
         try:
-            calls = extract_text_calls(reply.content, self.parameters(), blocks)
+            calls = self.text_calls_of(reply.content)
         except FormatError:
             self.calls_came_as_text()  # even a broken call written as text: not native
             raise
@@ -489,6 +516,17 @@ class AgentRun:
         for index, call in enumerate(calls):
             call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
         return calls, False
+
+    def text_calls_of(self, content: str) -> list[dict]:
+        """Calls written as text; fenced blocks are actions where the prompt teaches them, and
+        a program block without a path is the named file it is for (lmagent.loop.named)."""
+        if not self.text_calls:
+            return extract_text_calls(content, self.parameters())
+
+        def place(body: str, language: str) -> str:
+            return file_for_block(body, language, self.named, self.to_create, self.look)
+
+        return extract_text_calls(content, self.parameters(), blocks=True, place=place)
 
     def parameters(self) -> dict[str, list[str]]:
         """Each tool's parameters in order (calls written as text may give them by position)."""
@@ -583,6 +621,9 @@ class AgentRun:
         if name == "shell" and change.get("changed"):  # what a silent command did
             result["files_changed"] = change["changed"][:FILES_SHOWN]
         arguments = _try_json(raw)
+        if self.text_calls and name == "write" and result.get("success"):
+            path = arguments.get("path", "") if isinstance(arguments, dict) else ""
+            result["next"] = next_step(str(path))
         self.outcome.record(name, arguments, result, change)
         self.checks.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
@@ -703,7 +744,9 @@ class AgentRun:
         task = str(self.session.meta.get("task") or "").strip()
         if not self.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
             return NUDGE_NOTHING_DONE
-        return f"{NUDGE_NOTHING_DONE}\n\nThe task: {task}"
+        files = [path for path in self.to_create if not path.endswith("/")]
+        example = f"\n\n{write_example(files[0])}" if len(files) == 1 else ""
+        return f"{NUDGE_NOTHING_DONE}{example}\n\nThe task: {task}"
 
     def code_nudge(self) -> str:
         return NUDGE_CODE_BLOCKS if self.text_calls else NUDGE_CODE
@@ -825,6 +868,11 @@ def _try_json(raw) -> object:
         return parse_arguments(raw)
     except ArgumentError:
         return raw
+
+
+def _said(reply) -> str:
+    """What a reply says and calls, to compare it with another."""
+    return reply.content.strip() + json.dumps(reply.tool_calls or [], sort_keys=True)
 
 
 def _is_empty(reply) -> bool:

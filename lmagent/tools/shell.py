@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated as A
 
+from lmagent.llm.toolcalls import TOOLS_NOT_COMMANDS
 from lmagent.sandbox.base import DEFAULT_TIMEOUT, MAX_MEMORY_MB, MAX_TIMEOUT, SandboxUnavailable
 from lmagent.tools.command_paths import check_command_paths
 from lmagent.tools.processes import start_background, timeout_hint
@@ -71,7 +72,6 @@ NOT_FOUND = (
     "spelling, or use one that is installed here"
 )
 INSTEAD = {"python": "python3", "pip": "python3 -m pip", "pip3": "python3 -m pip"}
-TOOLS_NOT_COMMANDS = frozenset({"write", "edit", "shell", "glob", "todo_add", "git_commit"})
 _MISSING = re.compile(r"(?:^|\s)([\w.+-]+): (?:command )?not found", re.M)
 
 
