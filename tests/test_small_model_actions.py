@@ -303,9 +303,13 @@ def test_named_paths_are_words_with_an_extension_or_a_slash():
 def test_a_repeated_reply_is_asked_for_again_sampled_and_never_enters_the_history(workspace):
     same = text("```bash\ncat missing.txt\n```")
     done = text("It does not exist.\nTASK_COMPLETE")
-    _, requests, _ = embedded_run(workspace, [same, same, done])
+    _, requests, events = embedded_run(workspace, [same, same, done])
     assert [r["temperature"] for r in requests] == [0.0, 0.0, UNSTICK_TEMPERATURE]
     assert requests[2]["messages"] == requests[1]["messages"]  # the same prompt: cached
+    # front ends end the streamed reply that was not taken (a step event) before the new one
+    kinds = [e["type"] for e in events if e["type"] in ("iteration", "status", "token")]
+    asked = kinds.index("status", kinds.index("token"))
+    assert kinds[asked + 1] == "iteration" and kinds[asked + 2] == "token"
 
 
 def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_sampled(workspace):

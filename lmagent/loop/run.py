@@ -446,6 +446,7 @@ class AgentRun:
             if not (self.text_calls and self.samples_cold and self.repeats_an_action(reply)):
                 break
             self.emit("status", message="the reply repeats an earlier one; asking again")
+            self.emit("iteration", n=self.iterations, max=self.max_iterations)  # a new reply
             reply = self.query(temperature=UNSTICK_TEMPERATURE)
         return reply
 
