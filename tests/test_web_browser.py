@@ -164,6 +164,24 @@ def test_tokens_appear_while_the_run_is_still_going(tab, llm):
     assert tab.page.text_content("#run-state") == "idle"
 
 
+def test_a_reply_asked_for_again_shows_apart_from_the_one_taken(browser, workspace, llm):
+    """A small model's repeated action is asked for again (lmagent.loop.run): the reply not
+    taken stays on the page as it was streamed, in its own bubble, with a status line; the new
+    reply is not run into it."""
+    same = text("```bash\nls\n```")
+    llm.add(same, same, text("All listed.\nTASK_COMPLETE"))
+    config = make_config(workspace, llm, tool_call_mode="text", permission_mode="auto")
+    with WebHarness(config) as web:
+        tab = Page(browser, web)
+        tab.sign_in()
+        tab.send("list the files")
+        tab.page.wait_for_selector(".ending.completed")
+        bubbles = tab.page.locator(".msg.assistant").all_text_contents()
+        assert [b.strip() for b in bubbles if "All listed." in b] == ["All listed."]
+        assert "asking again" in tab.page.text_content("#log")
+        tab.close()
+
+
 def test_tool_calls_show_as_rows_and_permission_prompts_allow_and_deny(browser, workspace, llm):
     llm.add(
         tool_call("write", {"path": "a.txt", "content": "alpha"}),
