@@ -312,6 +312,15 @@ def test_a_repeated_reply_is_asked_for_again_sampled_and_never_enters_the_histor
     assert kinds[asked + 1] == "iteration" and kinds[asked + 2] == "token"
 
 
+def test_a_command_run_again_after_a_fix_is_taken_as_it_is(workspace):
+    (workspace / "calc.py").write_text(CALC)
+    run_it = text("```bash\npython3 calc.py\n```")
+    fix = text("calc.py\n```python\n" + CALC.replace("a - b", "a + b") + "```")
+    done = text("Fixed.\nTASK_COMPLETE")  # twice: a run without output is no check
+    _, requests, _ = embedded_run(workspace, [run_it, fix, run_it, done, done])
+    assert [r["temperature"] for r in requests] == [0.0] * 5  # no reply asked for again
+
+
 def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_sampled(workspace):
     same = text("```bash\ncat missing.txt\n```")
     steps = [same, same, same, same, text("It does not exist.\nTASK_COMPLETE")]

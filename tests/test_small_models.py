@@ -253,7 +253,8 @@ def test_a_repeated_pair_of_calls_that_change_nothing_is_a_loop(workspace):
         "</tool_call>\n"
         '<tool_call>{"name": "shell", "arguments": {"command": "cat a.txt"}}</tool_call>'
     )
-    asked = 1 + (1 + RESAMPLES) * 4  # each repeat is asked for again before it is taken
+    # the 2nd pair follows a change (a.txt made): no repeat; each later one is asked for again
+    asked = 2 + (1 + RESAMPLES) * 3
     result, requests = blocked_run(workspace, [pair] * asked)
     assert result.status == "blocked" and "stuck in a loop" in result.message
     assert len(requests) == asked

@@ -204,7 +204,8 @@ class AgentRun:
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
-        self.replies: set[str] = set()  # this run's replies, to notice one repeated
+        self.replies: set[tuple[str, int]] = set()  # (reply, changes before it), to notice
+        self.changes = 0  # calls in this run that changed files: a repeat after one is not
         self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
         self.to_create: list[str] = []  # ... that did not exist when it was given
@@ -437,11 +438,12 @@ class AgentRun:
         return "call" if self.session.history[-1]["role"] == "user" else "answer"
 
     def resampled(self, reply):
-        """A small model's action that repeats an earlier reply, asked for again at
-        UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is taken. A repeat that enters the
-        history is copied again by the model, however it is told; asked again, the prompt is
-        the same, so the server reads all of it from its cache. (A repeated answer stands: it
-        is how a model insists it is done.)"""
+        """A small model's action that repeats an earlier reply with no file changed since,
+        asked for again at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is taken. A
+        repeat that enters the history is copied again by the model, however it is told; asked
+        again, the prompt is the same, so the server reads all of it from its cache. (Running a
+        test again after a fix is no repeat; a repeated answer stands: it is how a model
+        insists it is done.)"""
         for _ in range(RESAMPLES):
             if not (self.text_calls and self.samples_cold and self.repeats_an_action(reply)):
                 break
@@ -451,7 +453,7 @@ class AgentRun:
         return reply
 
     def repeats_an_action(self, reply) -> bool:
-        if _said(reply) not in self.replies:
+        if (_said(reply), self.changes) not in self.replies:
             return False
         with contextlib.suppress(FormatError):
             return bool(self.text_calls_of(reply.content))
@@ -462,10 +464,11 @@ class AgentRun:
         return self.config.llm_temperature < UNSTICK_TEMPERATURE
 
     def notice_repeat(self, reply) -> None:
-        """A reply the same as an earlier one in this run makes the next one sampled: with
-        greedy sampling (a small model's default) the same context gives the same reply, so a
-        model that repeats a failing step after being told would repeat it forever."""
-        said = _said(reply)
+        """A reply the same as an earlier one in this run, with no file changed since, makes the
+        next one sampled: with greedy sampling (a small model's default) the same context gives
+        the same reply, so a model that repeats a failing step after being told would repeat it
+        forever."""
+        said = (_said(reply), self.changes)
         self.unstick = said in self.replies
         self.replies.add(said)
 
@@ -622,6 +625,7 @@ class AgentRun:
         if name == "shell" and change.get("changed"):  # what a silent command did
             result["files_changed"] = change["changed"][:FILES_SHOWN]
         arguments = _try_json(raw)
+        self.changes += self.changed_files(name, result, change)
         if self.text_calls and name == "write" and result.get("success"):
             path = arguments.get("path", "") if isinstance(arguments, dict) else ""
             result["next"] = next_step(str(path))
@@ -676,15 +680,18 @@ class AgentRun:
         with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
             return self.toolset.execute(self.ctx, name, raw)
 
+    def changed_files(self, name: str, result: dict, change: dict) -> bool:
+        """Whether a call changed files: by its checkpoint; without one, a changing tool that
+        succeeded."""
+        if "checkpoint" in change:
+            return bool(change.get("changed"))
+        return bool(result.get("success")) and self.toolset.changes_things(name)
+
     def check_loop(self, name: str, raw, result: dict, change: dict) -> None:
         """Count the call; warn, note or stop on repeats. Only a call that changed files (by
         its checkpoint; without one, a changing tool that succeeded) starts the count anew:
         re-writing the same file and re-running a program is a loop, not progress."""
-        if "checkpoint" in change:
-            changed = bool(change.get("changed"))
-        else:
-            changed = bool(result.get("success")) and self.toolset.changes_things(name)
-        count = self.loops.record(name, _try_json(raw), changed)
+        count = self.loops.record(name, _try_json(raw), self.changed_files(name, result, change))
         if count >= self.loops.stop_at:
             self.loop_message = (
                 f"stuck in a loop: {name} was called {count} times with the same arguments"
