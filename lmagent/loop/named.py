@@ -125,10 +125,6 @@ def can_create(path: str, look: Look) -> bool:
     return missing and not look("ls", {"path": path}).get("success")
 
 
-def exists(path: str, look: Look) -> bool:
-    return any(look(tool, {"path": path}).get("success") for tool in ("read", "ls"))
-
-
 def resembled_file(content: str, paths: list[str], look: Look) -> str:
     """The file whose lines the block shares most, at least RESEMBLES of them; "" when none
     does, or two do equally (an example or a new program is not a changed file)."""

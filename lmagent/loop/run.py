@@ -186,10 +186,7 @@ class AgentRun:
         self.depth = depth
         self.agent_id = agent_id
         self.max_iterations = max_iterations or config.max_iterations
-        threshold = config.summarization_threshold
-        if context_length:
-            threshold = min(threshold, int(context_length * 0.7))
-        self.compactor = Compactor(threshold)
+        self.compactor = _compactor(config, context_length)
         self.loops = LoopDetector()
         self.iterations = 0
         self.tokens = 0  # used by this run (the session's meta counts its whole life)
@@ -220,16 +217,20 @@ class AgentRun:
             lambda text: self.emit("status", message=text),
             config.checkpoint_max_mb,
         )
-        self.ctx = ToolContext(
-            config=config,
-            workspace=Workspace(config.workspace),
-            session=session,
+        self.ctx = self.tool_context()
+
+    def tool_context(self) -> ToolContext:
+        """What the run's tools see of it."""
+        return ToolContext(
+            config=self.config,
+            workspace=Workspace(self.config.workspace),
+            session=self.session,
             services=self.services,
             stop=self.stop,
             emit=self.sink,
             ask=self.gate.ask,
-            depth=depth,
-            agent_id=agent_id,
+            depth=self.depth,
+            agent_id=self.agent_id,
             extras={"gate": self.gate, "client": self.client},
         )
 
@@ -453,7 +454,7 @@ class AgentRun:
         return reply
 
     def repeats_an_action(self, reply) -> bool:
-        if (_said(reply), self.changes) not in self.replies:
+        if self.said(reply) not in self.replies:
             return False
         with contextlib.suppress(FormatError):
             return bool(self.text_calls_of(reply.content))
@@ -468,9 +469,14 @@ class AgentRun:
         next one sampled: with greedy sampling (a small model's default) the same context gives
         the same reply, so a model that repeats a failing step after being told would repeat it
         forever."""
-        said = (_said(reply), self.changes)
+        said = self.said(reply)
         self.unstick = said in self.replies
         self.replies.add(said)
+
+    def said(self, reply) -> tuple[str, int]:
+        """What a reply says and calls, with the file changes before it: the same reply after
+        a change is no repeat (a test run again after a fix)."""
+        return _said(reply), self.changes
 
     def next_temperature(self) -> float | None:
         """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
@@ -876,6 +882,14 @@ def _try_json(raw) -> object:
         return parse_arguments(raw)
     except ArgumentError:
         return raw
+
+
+def _compactor(config: Config, context_length: int | None) -> Compactor:
+    """Compaction from the configured threshold, or earlier in a small loaded window."""
+    threshold = config.summarization_threshold
+    if context_length:
+        threshold = min(threshold, int(context_length * 0.7))
+    return Compactor(threshold)
 
 
 def _said(reply) -> str:
