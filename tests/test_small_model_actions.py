@@ -15,6 +15,7 @@ from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import UNSTICK_TEMPERATURE
+from lmagent.tools.shell import syntax_error_hint
 from tests.conftest import make_config
 from tests.scripted_llm import text
 from tests.test_small_models import embedded_config, llama_cpp, run
@@ -241,25 +242,25 @@ def test_a_block_unlike_any_named_file_is_not_written(workspace, reply):
 
 
 @pytest.mark.parametrize(
-    ("task", "written"),
+    ("task", "written", "then"),
     [
-        ("Create hello.py that prints hi and run it.", "hello.py"),
-        ("Create hello.py and hello.sh.", "hello.py"),  # one Python file
-        ("Create hello.py and test_hello.py.", None),  # which one?
-        ("Create a program that prints hi.", None),  # none named
+        ("Create hello.py that prints hi and run it.", "hello.py", "next, run it to check it"),
+        ("Create hello.py and hello.sh.", "hello.py", "asks for hello.sh, not written yet"),
+        ("Create hello.py and test_hello.py.", None, ""),  # which one?
+        ("Create a program that prints hi.", None, ""),  # none named
     ],
 )
 def test_a_python_block_without_a_path_is_the_one_python_file_the_task_creates(
-    workspace, task, written
+    workspace, task, written, then
 ):
     steps = [text("```python\nprint('hi')\n```"), text("Done.\nTASK_COMPLETE")]
     if written:
         steps.insert(1, text(f"```bash\npython3 {written}\n```"))
+    if "asks for" in then:  # finishing without hello.sh is questioned once
+        steps.append(text("Done.\nTASK_COMPLETE"))
     _, requests, _ = embedded_run(workspace, steps, task=task)
     if written:  # the next step is named
-        assert f"next, run it to check it does what the task asks: python3 {written}" in (
-            last_message(requests[1])
-        )
+        assert then in last_message(requests[1])
     created = sorted(p.name for p in workspace.iterdir() if not p.name.startswith(".lmagent"))
     assert created == ([written] if written else [])
 
@@ -495,12 +496,25 @@ def test_a_tool_written_as_a_command_is_that_tool(block, expected):
 
 
 def test_an_answer_without_any_action_is_questioned_once(workspace):
-    steps = [text("8421"), text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
+    steps = [text("The port is 8421 as set in config.ini under [server]. " * 2)]
+    steps += [text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
     assert "Nothing has been done yet" in last_message(requests[1])
     assert "To write answer.txt: its path on a line of its own" in last_message(requests[1])
     assert last_message(requests[1]).endswith("The task: write the port to answer.txt")
+    assert (workspace / "answer.txt").read_text() == "8421\n"
+
+
+def test_a_short_answer_not_written_to_the_file_asked_for_is_shown_written(workspace):
+    """Qwen2.5-Coder-1.5B answered "8421" twice when shown how to write a file with "…" in it."""
+    steps = [text("8421"), text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
+    assert result.status == "completed"
+    assert last_message(requests[1]) == (
+        "Your answer is not saved: the task asks for answer.txt, which does not exist yet. To "
+        "write it, reply with these lines:\nanswer.txt\n```\n8421\n```"
+    )
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 
@@ -544,4 +558,107 @@ def test_tool_arguments_that_are_not_python_are_read_as_written():
     reply = "```bash\nshell(python3 squares.py, timeout=10)\n```"
     assert extract_text_calls(reply, known, blocks=True) == [
         {"name": "shell", "arguments": {"command": "python3 squares.py", "timeout": "10"}}
+    ]
+
+
+# --------------------------------------------------------------------------- files asked for
+
+
+def test_finishing_without_a_file_the_task_asks_for_is_questioned_once(workspace):
+    """squares.txt written by hand, the squares.py that was to write it never made."""
+    steps = [
+        text("squares.txt\n```\n1\n4\n```"),
+        text("Done.\nTASK_COMPLETE"),
+        text("squares.py\n```python\nprint(1)\n```\n```bash\npython3 squares.py\n```"),
+        text("Done.\nTASK_COMPLETE"),
+    ]
+    task = "Write squares.py that writes the squares to squares.txt."
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    assert '"next": "saved; not done yet: the task asks for squares.py, not written yet"' in (
+        last_message(requests[1])
+    )
+    assert last_message(requests[2]) == (
+        "Not finished: the task asks for squares.py, not written yet. Make it as the task says, "
+        "then reply TASK_COMPLETE."
+    )
+    assert result.status == "completed" and len(requests) == 4
+
+
+def test_finishing_with_an_empty_file_the_task_asks_for_is_questioned_once(workspace):
+    steps = [
+        text("```bash\ngrep 'age > 30' people.csv > older.txt\n```"),
+        text("Done: older.txt has the names."),
+        text("Done: older.txt has the names."),
+    ]
+    (workspace / "people.csv").write_text("name,age\nAda,36\n")
+    task = "Write the people in people.csv older than 30 to older.txt."
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    assert "older.txt is empty: what wrote it found nothing" in last_message(requests[2])
+    assert result.status == "completed" and len(requests) == 3
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Write that file's name (like src/x.py) to todo.txt.",  # an example of a form
+        "Bump the version from 1.0 to 1.1 in todo.txt.",  # numbers
+    ],
+)
+def test_examples_and_numbers_are_not_files_the_task_asks_for(workspace, task):
+    steps = [text("todo.txt\n```\nsrc/c.py\n```"), text("Done.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    assert "saved; if that was all the task asks, reply TASK_COMPLETE" in last_message(requests[1])
+    assert result.status == "completed" and len(requests) == 2
+
+
+def test_a_file_asked_for_that_leads_out_of_the_workspace_is_never_read(workspace, tmp_path):
+    """Attack: the model makes the file the task asks for a link to a host file; the check at
+    the end reads it through the workspace's rules (refused: as good as missing), so nothing of
+    the host file reaches the model."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-secret\n")
+    steps = [
+        text(f"```bash\nln -s {secret} answer.txt\n```"),
+        *[text("Done.\nTASK_COMPLETE")] * 3,  # asked once for answer.txt, once to check
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Write the port to answer.txt.")
+    assert result.status == "completed"
+    assert "answer.txt, not written yet" in last_message(requests[2])
+    assert all("host-secret" not in str(r["messages"]) for r in requests)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
+    steps = [
+        text('```bash\necho "Hello, world!" > hello.py\npython3 hello.py\n```'),
+        text("hello.py\n```python\nprint('Hello, world!')\n```"),
+        text("```bash\npython3 hello.py\n```"),
+        text("Done.\nTASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Create hello.py that prints hi")
+    assert (
+        '"error": "hello.py is not valid Python: SyntaxError at line 1 (invalid syntax). Fix '
+        'hello.py first: write it again, whole, as Python code; then run it"'
+    ) in last_message(requests[1])
+    assert result.status == "completed"
+
+
+def test_a_syntax_error_in_a_file_outside_the_workspace_is_left_as_it_is():
+    output = 'Traceback:\n  File "/usr/lib/python3/x.py", line 3\n    x =\n SyntaxError: bad\n'
+    result = {"success": False, "error": "command exited with code 1", "output": output}
+    assert syntax_error_hint(dict(result), "/work/ws") == result
+
+
+CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n" stays as written
+
+
+def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands():
+    block = f'write(sq.py, """\n{CONTENT}""")\npython3 sq.py'
+    known = {"write": ["path", "content"], "shell": ["command"]}
+    calls = extract_text_calls(f"```bash\n# Create it\n{block}\n```", known, blocks=True)
+    assert calls == [
+        {"name": "write", "arguments": {"path": "sq.py", "content": CONTENT}},
+        {"name": "shell", "arguments": {"command": "python3 sq.py"}},
     ]

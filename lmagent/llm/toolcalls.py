@@ -65,6 +65,7 @@ class _TooDeep(FormatError):
         super().__init__("the JSON is nested too deeply")
 
 
+Known = set[str] | dict[str, list[str]]  # the tools offered, with their parameters
 Place = Callable[[str, str], str]  # a block's (content, language) -> the file it is, or ""
 
 
@@ -220,6 +221,9 @@ def block_actions(text: str, known: set[str], place: Place | None = None) -> lis
     actions = []
     for _, language, path, body in _fenced_blocks(text):
         meant = _meant_call(body, known) if language in SHELL_LANGUAGES else None
+        if language in SHELL_LANGUAGES and not (meant or path):
+            first, body = _call_then_commands(body, known)
+            actions += [first] if first else []
         if not path and not meant and place and _is_program(language, body):
             path = place(body, "python" if language in SHELL_LANGUAGES else language)
         if path and "write" in known:
@@ -258,6 +262,38 @@ def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | Non
             if isinstance(arguments, dict):
                 return {"name": assigned.group(1), "arguments": arguments}
     return _command_style_call(code, known)
+
+
+def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
+    """A tool call written as a function at the top of a shell block, with commands under it
+    (`write(squares.py, '''...''')`, then `python3 squares.py`): (the call, the commands);
+    (None, the block) otherwise. Shell would stop at the call's parenthesis."""
+    lines = body.splitlines()
+    start = next((i for i, line in enumerate(lines) if not _comment_or_blank(line)), len(lines))
+    if start == len(lines) or not re.match(r"\s*\w+\(", lines[start]):
+        return None, body
+    for end in range(start, len(lines) - 1):
+        whole = lines[end].rstrip().endswith(")") and _WHOLE_CALL.match(
+            "\n".join(lines[start : end + 1])
+        )
+        parameters = known.get(whole.group(1)) if whole and isinstance(known, dict) else None
+        if parameters is None or not _is_python_call(whole.group(0)):
+            continue  # a line of the file's text that ends with ")"
+        arguments = _function_arguments(whole.group(2), parameters)
+        if arguments is not None:
+            return {"name": whole.group(1), "arguments": arguments}, "\n".join(lines[end + 1 :])
+    return None, body
+
+
+def _is_python_call(code: str) -> bool:
+    try:
+        return isinstance(ast.parse(code.strip(), mode="eval").body, ast.Call)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+
+
+def _comment_or_blank(line: str) -> bool:
+    return not line.strip() or line.lstrip().startswith("#")
 
 
 # Tools whose names are no shell command (in the sandbox or anywhere): run as one, the model
@@ -370,7 +406,12 @@ def _unquoted(text: str) -> str:
 
 
 def _argument_text(source: str, node: ast.expr) -> object:
-    """A literal's value; any other expression as written (data.py, get_data)."""
+    """A literal's value; any other expression as written (data.py, get_data). A triple-quoted
+    string is a file's text as written, like a here-document: `"\\n"` in the Python inside it
+    stays `"\\n"`, and a first line break after the quotes is not part of it."""
+    segment = ast.get_source_segment(source, node) or ""
+    if isinstance(node, ast.Constant) and segment[:3] in ('"""', "'''") and len(segment) >= 6:
+        return segment[3:-3].removeprefix("\n")
     try:
         return _literal(node)
     except ValueError:

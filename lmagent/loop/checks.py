@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lmagent.loop.prompts import unmade_text
+
 NUDGE_CHECK = (
     "Before finishing, check your work: files changed since you last looked at a result. Show "
     "the file you wrote (cat FILE) or run what uses it, and compare it with the task. Then "
@@ -28,9 +30,13 @@ def check_nudge(programs: list[str]) -> str:
     )
 
 
-def next_step(path: str) -> str:
+def next_step(path: str, unmade: dict[str, str]) -> str:
     """What a small model is told after it wrote a file: the next step. Without it, it answers
-    a written file with the file again, changed at random, until it breaks it."""
+    a written file with the file again, changed at random, until it breaks it; and one asked
+    for squares.py that writes squares.txt writes squares.txt itself and is done (`unmade`:
+    the files the task asks for that are still missing or empty)."""
+    if unmade:
+        return f"saved; not done yet: {unmade_text(unmade)}"
     runner = RUNNERS.get(Path(path).suffix)
     if not runner:
         return "saved; if that was all the task asks, reply TASK_COMPLETE"

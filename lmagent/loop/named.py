@@ -14,6 +14,8 @@ from collections.abc import Callable
 NAMED_PATH = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]+|(?:[\w-][\w.-]*/)+)(?![\w/-])"
 )
+NUMBER = re.compile(r"[\d.]+")  # 1.0 to 1.1: a version, not a file
+EXAMPLE_BEFORE = re.compile(r"\b(?:like|e\.g\.|such as|for example|for instance)[\s:,]*$", re.I)
 MAX_NAMED = 6  # paths looked at
 SHOWN_CHARS = 3000  # of file contents in all (about 800 tokens): the rest are named only
 LISTED_ENTRIES = 30
@@ -37,8 +39,31 @@ Look = Callable[[str, dict], dict]  # runs a tool by name with arguments, return
 
 def named_paths(task: str) -> list[str]:
     """The paths a task names, in order, each once."""
-    found = [match.group(1) for match in NAMED_PATH.finditer(task)]
+    found = [m.group(1) for m in NAMED_PATH.finditer(task) if not NUMBER.fullmatch(m.group(1))]
     return list(dict.fromkeys(path.removeprefix("./") for path in found))[:MAX_NAMED]
+
+
+def example_paths(task: str) -> set[str]:
+    """The named paths given as examples of a form ("its name (like src/x.py)"): never files
+    the task asks for."""
+    return {
+        match.group(1).removeprefix("./")
+        for match in NAMED_PATH.finditer(task)
+        if EXAMPLE_BEFORE.search(task[max(0, match.start() - 20) : match.start()])
+    }
+
+
+def unmade(paths: list[str], look: Look) -> dict[str, str]:
+    """Of the files a task asks for (`paths`, folders aside), those still missing or empty:
+    {path: "missing" or "empty"}."""
+    found = {}
+    for path in (path for path in paths if not path.endswith("/")):
+        read = look("read", {"path": path})
+        if not read.get("success"):
+            found[path] = "missing"
+        elif not str(read.get("content", "")).strip() and not read.get("truncated"):
+            found[path] = "empty"
+    return found
 
 
 def named_files_message(task: str, look: Look) -> str:

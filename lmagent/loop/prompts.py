@@ -89,6 +89,30 @@ def write_example(path: str) -> str:
     )
 
 
+def unmade_nudge(unmade: dict[str, str]) -> str:
+    """For a model finishing while files the task asks for are missing or empty."""
+    return (
+        f"Not finished: {unmade_text(unmade)}. Make it as the task says, then reply TASK_COMPLETE."
+    )
+
+
+def unmade_text(unmade: dict[str, str]) -> str:
+    """ "the task asks for squares.py, which is not written yet; older.txt is empty (...)"."""
+    missing = [path for path, why in unmade.items() if why == "missing"]
+    empty = [path for path, why in unmade.items() if why == "empty"]
+    parts = [f"the task asks for {', '.join(missing)}, not written yet"] if missing else []
+    parts += [f"{path} is empty: what wrote it found nothing" for path in empty]
+    return "; ".join(parts)
+
+
+def answer_not_saved(path: str, answer: str) -> str:
+    """For a model that answered in prose where the task asks it to write the answer."""
+    return (
+        f"Your answer is not saved: the task asks for {path}, which does not exist yet. To "
+        f"write it, reply with these lines:\n{path}\n```\n{answer}\n```"
+    )
+
+
 BAD_WAIT = (
     "WAIT needs a valid ISO-8601 time, e.g. WAIT: 2030-01-31T09:00:00+01:00: the reason. "
     "Reply again."

@@ -47,7 +47,14 @@ from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import can_create, file_for_block, named_files_message, named_paths
+from lmagent.loop.named import (
+    can_create,
+    example_paths,
+    file_for_block,
+    named_files_message,
+    named_paths,
+    unmade,
+)
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Ticker
@@ -67,6 +74,7 @@ from lmagent.loop.prompts import (
     REPEATED_FAILURE,
     REPEATED_SUCCESS,
     announces_work,
+    answer_not_saved,
     bare_complete,
     final_text,
     open_work_nudge,
@@ -76,6 +84,7 @@ from lmagent.loop.prompts import (
     resume_message,
     shows_code,
     system_prompt,
+    unmade_nudge,
     write_example,
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
@@ -96,6 +105,7 @@ __all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
+SHORT_ANSWER = 80  # characters of an answer shown as the content of the file to write
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
@@ -196,6 +206,7 @@ class AgentRun:
         self.nudged_code = False
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
+        self.nudged_unmade = False
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
@@ -375,7 +386,10 @@ class AgentRun:
         """Before the first reply to a new task: the files and folders it names, as they are
         (lmagent.loop.named)."""
         self.named = named_paths(task)
-        self.to_create = [path for path in self.named if can_create(path, self.look)]
+        examples = example_paths(task)
+        self.to_create = [
+            path for path in self.named if path not in examples and can_create(path, self.look)
+        ]
         text = named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text})
@@ -634,7 +648,8 @@ class AgentRun:
         self.changes += self.changed_files(name, result, change)
         if self.text_calls and name == "write" and result.get("success"):
             path = arguments.get("path", "") if isinstance(arguments, dict) else ""
-            result["next"] = next_step(str(path))
+            others = [other for other in self.to_create if other != path]
+            result["next"] = next_step(str(path), unmade(others, self.look))
         self.outcome.record(name, arguments, result, change)
         self.checks.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
@@ -730,6 +745,8 @@ class AgentRun:
             return
         if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
             return
+        if COMPLETE_LINE.search(content) and self.finishes_unmade():
+            return
         if COMPLETE_LINE.search(content) and self.finishes_unchecked():
             return
         if COMPLETE_LINE.search(content):
@@ -748,22 +765,40 @@ class AgentRun:
             return
         if self.text_calls and not (self.called_tools or self.nudged_nothing):
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
-            self.nudge(self.nothing_done_nudge())
+            self.nudge(self.nothing_done_nudge(content))
             return
-        raise Completed(content.strip())
+        if not self.finishes_unmade():
+            raise Completed(content.strip())
 
-    def nothing_done_nudge(self) -> str:
+    def nothing_done_nudge(self, answer: str = "") -> str:
         """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
-        small one, told only "nothing has been done", asked which task was meant)."""
+        small one, told only "nothing has been done", asked which task was meant), and how to
+        write the one file it asks for, holding the model's `answer` when that is short."""
         task = str(self.session.meta.get("task") or "").strip()
         if not self.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
             return NUDGE_NOTHING_DONE
         files = [path for path in self.to_create if not path.endswith("/")]
+        answer = answer.strip()
+        if len(files) == 1 and 0 < len(answer) <= SHORT_ANSWER and "\n" not in answer:
+            return answer_not_saved(files[0], answer)
         example = f"\n\n{write_example(files[0])}" if len(files) == 1 else ""
         return f"{NUDGE_NOTHING_DONE}{example}\n\nThe task: {task}"
 
     def code_nudge(self) -> str:
         return NUDGE_CODE_BLOCKS if self.text_calls else NUDGE_CODE
+
+    def finishes_unmade(self) -> bool:
+        """Nudge once (True) a model calling tools as text (a small one) that finishes while a
+        file the task asks for is missing or empty (lmagent.loop.named.unmade), after acting
+        (one that did nothing is asked by nothing_done_nudge; one that looked at a task's
+        missing file may have nothing to make)."""
+        if not (self.text_calls and self.called_tools) or self.nudged_unmade:
+            return False
+        missing = unmade(self.to_create, self.look)
+        if missing:
+            self.nudged_unmade = True
+            self.nudge(unmade_nudge(missing))
+        return bool(missing)
 
     def finishes_unchecked(self) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with

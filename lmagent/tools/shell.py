@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated as A
 
@@ -64,7 +65,8 @@ def tool_shell(
             raise ToolError(refusal)
     if background:
         return start_background(ctx, command, max_memory_mb)
-    return with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb), command)
+    result = with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb), command)
+    return syntax_error_hint(result, str(ctx.workspace.root))
 
 
 NOT_FOUND = (
@@ -89,6 +91,30 @@ def _ends_in_grep(command: str) -> bool:
     """The command's last line is a grep (whose exit code 1 means "no match")."""
     lines = [line for line in command.strip().splitlines() if line.strip()]
     return bool(lines) and re.match(r"^\s*(?:\S*/)?[ef]?grep\b", lines[-1]) is not None
+
+
+_PY_SYNTAX = re.compile(
+    r'File "([^"\n]+)", line (\d+)\n(?:[^\n]*\n){0,3}?(SyntaxError|IndentationError|TabError): '
+    r"([^\n]*)"
+)
+
+
+def syntax_error_hint(result: dict, root: str) -> dict:
+    """A workspace program Python could not read: the error names the file and line to fix. (A
+    small model that put `Hello, world!` into hello.py rewrote the command that ran it, adding
+    a shebang, three times.) The path is compared as text: nothing is looked up."""
+    found = _PY_SYNTAX.search((result.get("output") or "")[-4000:])
+    if result.get("success") or not found:
+        return result
+    path = os.path.normpath(os.path.join(root, found.group(1)))  # relative: to the workspace
+    if not path.startswith(root.rstrip(os.sep) + os.sep):
+        return result  # a library's file: not the model's to fix
+    rel, line, kind, message = os.path.relpath(path, root), *found.group(2, 3, 4)
+    result["error"] = (
+        f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Fix {rel} "
+        "first: write it again, whole, as Python code; then run it"
+    )
+    return result
 
 
 def with_hint(result: dict, command: str = "") -> dict:
