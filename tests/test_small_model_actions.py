@@ -506,14 +506,16 @@ def test_an_answer_without_any_action_is_questioned_once(workspace):
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 
-def test_a_short_answer_not_written_to_the_file_asked_for_is_shown_written(workspace):
-    """Qwen2.5-Coder-1.5B answered "8421" twice when shown how to write a file with "…" in it."""
-    steps = [text("8421"), text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
+def test_a_short_answer_not_written_to_the_file_asked_for_is_asked_to_be_written(workspace):
+    """Qwen2.5-Coder-1.5B answered "8421" twice when shown how to write a file with "…" in it,
+    and WAIT when shown the file written with 8421; asked for a bash block, it wrote it."""
+    steps = [text("8421"), text('```bash\necho "8421" > answer.txt\n```')]
+    steps += [text("Written.\nTASK_COMPLETE")] * 2  # the second after being asked to check
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
     assert last_message(requests[1]) == (
-        "Your answer is not saved: the task asks for answer.txt, which does not exist yet. To "
-        "write it, reply with these lines:\nanswer.txt\n```\n8421\n```"
+        "Your answer is not saved: the task asks you to write it to answer.txt, which does not "
+        "exist yet. Write it now with a ```bash block."
     )
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
@@ -525,11 +527,13 @@ def test_a_plain_answer_is_accepted_the_second_time(workspace):
 
 
 def test_a_failed_call_repeated_unchanged_is_told_it_will_fail_again(workspace):
+    """Other words around the same command are the same action: asked for again, twice."""
     again, done = "```bash\npython3 missing.py\n```", "Gone.\nTASK_COMPLETE"
-    steps = [text(again), text("Trying again:\n" + again), text(done)]
+    steps = [text(again), text("Trying again:\n" + again), text(again), text(again), text(done)]
     _, requests, _ = embedded_run(workspace, steps)
     assert "failed before in the same way" not in last_message(requests[1])
-    assert "failed before in the same way" in last_message(requests[2])
+    assert [r["temperature"] for r in requests[2:4]] == [UNSTICK_TEMPERATURE] * 2
+    assert "failed before in the same way" in last_message(requests[4])
 
 
 def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):
@@ -643,6 +647,14 @@ def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
         'hello.py first: write it again, whole, as Python code; then run it"'
     ) in last_message(requests[1])
     assert result.status == "completed"
+
+
+def test_running_a_program_not_written_yet_says_to_write_it_first(workspace):
+    steps = [text("```bash\npython3 squares.py\n```")]
+    steps += [text("Nothing to run.\nTASK_COMPLETE")] * 2  # asked once for squares.py
+    _, requests, _ = embedded_run(workspace, steps, task="Write squares.py and run it")
+    told = last_message(requests[1])
+    assert '"error": "squares.py does not exist: write it first, then run it"' in told
 
 
 def test_a_syntax_error_in_a_file_outside_the_workspace_is_left_as_it_is():

@@ -105,11 +105,11 @@ def unmade_text(unmade: dict[str, str]) -> str:
     return "; ".join(parts)
 
 
-def answer_not_saved(path: str, answer: str) -> str:
+def answer_not_saved(path: str) -> str:
     """For a model that answered in prose where the task asks it to write the answer."""
-    return (
-        f"Your answer is not saved: the task asks for {path}, which does not exist yet. To "
-        f"write it, reply with these lines:\n{path}\n```\n{answer}\n```"
+    return (  # shown the file written with the answer in it, it replied WAIT or BLOCKED
+        f"Your answer is not saved: the task asks you to write it to {path}, which does not "
+        "exist yet. Write it now with a ```bash block."
     )
 
 

@@ -212,7 +212,7 @@ class AgentRun:
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
-        self.replies: set[tuple[str, int]] = set()  # (reply, changes before it), to notice
+        self.replies: set[tuple[str, int]] = set()  # (reply, changes after it), to notice
         self.changes = 0  # calls in this run that changed files: a repeat after one is not
         self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
@@ -340,7 +340,14 @@ class AgentRun:
         self.compact_if_needed()
         answering = self.reply_rule() == "answer"
         reply = self.resampled(self.query())
-        self.notice_repeat(reply)
+        said = self.notice_repeat(reply)
+        try:
+            self.take(reply, answering)
+        finally:  # with the files as its actions left them: the same reply again is a repeat
+            self.replies.add((said, self.changes))
+
+    def take(self, reply, answering: bool) -> None:
+        """Act on the model's reply: run its calls, or decide what its answer means."""
         if _is_empty(reply) and self.client.native_tools:
             # some servers (llama-cpp-python's function calling) can only answer in text
             # when no tools are offered: ask once more without them before calling it empty
@@ -468,29 +475,36 @@ class AgentRun:
         return reply
 
     def repeats_an_action(self, reply) -> bool:
-        if self.said(reply) not in self.replies:
-            return False
+        return bool(self.actions_of(reply)) and self.said(reply) in self.replies
+
+    def actions_of(self, reply) -> list[dict]:
+        """The calls a reply written as text makes; none when it makes none or is malformed."""
         with contextlib.suppress(FormatError):
-            return bool(self.text_calls_of(reply.content))
-        return False
+            return [
+                {"name": c["name"], "arguments": c["arguments"]}
+                for c in self.text_calls_of(reply.content)
+            ]
+        return []
 
     @property
     def samples_cold(self) -> bool:
         return self.config.llm_temperature < UNSTICK_TEMPERATURE
 
-    def notice_repeat(self, reply) -> None:
+    def notice_repeat(self, reply) -> str:
         """A reply the same as an earlier one in this run, with no file changed since, makes the
         next one sampled: with greedy sampling (a small model's default) the same context gives
         the same reply, so a model that repeats a failing step after being told would repeat it
-        forever."""
+        forever. Returns what the reply does, to be remembered once it has run."""
         said = self.said(reply)
         self.unstick = said in self.replies
-        self.replies.add(said)
+        return said[0]
 
     def said(self, reply) -> tuple[str, int]:
-        """What a reply says and calls, with the file changes before it: the same reply after
-        a change is no repeat (a test run again after a fix)."""
-        return _said(reply), self.changes
+        """What a reply does, with the file changes before it: the same reply after a change is
+        no repeat (a test run again after a fix). Written as text, a reply that acts is its
+        actions: the same command with other words around it is a repeat."""
+        actions = self.actions_of(reply) if self.text_calls else []
+        return (json.dumps(actions, sort_keys=True) if actions else _said(reply)), self.changes
 
     def next_temperature(self) -> float | None:
         """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
@@ -780,7 +794,7 @@ class AgentRun:
         files = [path for path in self.to_create if not path.endswith("/")]
         answer = answer.strip()
         if len(files) == 1 and 0 < len(answer) <= SHORT_ANSWER and "\n" not in answer:
-            return answer_not_saved(files[0], answer)
+            return answer_not_saved(files[0])
         example = f"\n\n{write_example(files[0])}" if len(files) == 1 else ""
         return f"{NUDGE_NOTHING_DONE}{example}\n\nThe task: {task}"
 

@@ -66,7 +66,8 @@ def tool_shell(
     if background:
         return start_background(ctx, command, max_memory_mb)
     result = with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb), command)
-    return syntax_error_hint(result, str(ctx.workspace.root))
+    root = str(ctx.workspace.root)
+    return missing_program_hint(syntax_error_hint(result, root), root)
 
 
 NOT_FOUND = (
@@ -114,6 +115,21 @@ def syntax_error_hint(result: dict, root: str) -> dict:
         f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Fix {rel} "
         "first: write it again, whole, as Python code; then run it"
     )
+    return result
+
+
+_CANNOT_OPEN = re.compile(r"can't open file '([^'\n]+)': \[Errno 2\]")
+
+
+def missing_program_hint(result: dict, root: str) -> dict:
+    """python3 run on a workspace file that does not exist: say so, and to write it first (a
+    small model ran `python3 squares.py` three times before writing squares.py)."""
+    found = _CANNOT_OPEN.search(result.get("output") or "")
+    path = os.path.normpath(os.path.join(root, found.group(1))) if found else ""
+    if result.get("success") or not path.startswith(root.rstrip(os.sep) + os.sep):
+        return result
+    rel = os.path.relpath(path, root)
+    result["error"] = f"{rel} does not exist: write it first, then run it"
     return result
 
 
