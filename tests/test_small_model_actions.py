@@ -674,3 +674,29 @@ def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands():
         {"name": "write", "arguments": {"path": "sq.py", "content": CONTENT}},
         {"name": "shell", "arguments": {"command": "python3 sq.py"}},
     ]
+
+
+def test_a_long_named_file_is_shown_with_its_line_count_and_a_short_one_without(workspace):
+    (workspace / "logs").mkdir()
+    (workspace / "logs" / "app.log").write_text("".join(f"line {n}\n" for n in range(17)))
+    (workspace / "config.ini").write_text("[server]\nport = 8421\n")
+    steps = [text("Counted.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Count logs/app.log; read config.ini")
+    shown = requests[0]["messages"][2]["content"]
+    assert "line 16\n```\n(17 lines)" in shown  # a small model counted 17 lines as 1 or 32
+    assert "port = 8421\n```" in shown and "(2 lines)" not in shown  # "2" taken for the answer
+
+
+def test_a_clean_run_of_what_was_changed_names_the_ending_as_the_next_step(workspace):
+    """A small model that saw its program work went on to `ls`, `rm hello.py` and `git init`."""
+    (workspace / "hello.py").write_text("print('hello')\n")
+    steps = [
+        text("```bash\npython3 hello.py\n```"),  # nothing changed yet: no next step
+        text("hello.py\n```python\nprint('hi')\n```"),
+        text("```bash\npython3 hello.py\n```"),
+        text("It prints hi.\nTASK_COMPLETE"),
+    ]
+    _, requests, _ = embedded_run(workspace, steps, task="Make hello.py print hi")
+    ran_next = '"next": "it ran without an error; if its output is what the task asks for'
+    assert ran_next not in last_message(requests[1])
+    assert ran_next in last_message(requests[3])

@@ -43,6 +43,12 @@ def next_step(path: str, unmade: dict[str, str]) -> str:
     return f"saved; next, run it to check it does what the task asks: {runner} {path}"
 
 
+RAN_NEXT = (
+    "it ran without an error; if its output is what the task asks for, reply TASK_COMPLETE, "
+    "otherwise fix what is wrong"
+)
+
+
 def only_looks(command: str) -> bool:
     """A command that only shows files (cat, head, ls...): it checks content, runs nothing."""
     lines = [line for line in command.splitlines() if line.strip()]
@@ -73,6 +79,14 @@ class WorkChecks:
         if name == "shell" and changed and not shown:
             self.unchecked = True
         self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
+
+    def runs_changes(self, name: str, arguments: object, result: dict) -> bool:
+        """Whether this call ran, without an error, the programs changed since the last run
+        (call it before record()): a small model that saw its program work went on to `ls`,
+        `rm hello.py` and `git init`."""
+        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+        ran = result.get("success") and result.get("output") and not only_looks(str(command))
+        return bool(name == "shell" and ran and self.unrun)
 
     def before_finishing(self) -> str:
         """The nudge for a model finishing now, once per run; blank when none is due."""

@@ -19,6 +19,8 @@ EXAMPLE_BEFORE = re.compile(r"\b(?:like|e\.g\.|such as|for example|for instance)
 MAX_NAMED = 6  # paths looked at
 SHOWN_CHARS = 3000  # of file contents in all (about 800 tokens): the rest are named only
 LISTED_ENTRIES = 30
+COUNTED_LINES = 10  # a file longer than this is shown with its line count: a small model
+# counts 17 lines as 1 or 32, and takes the count of a short file for the answer to its task
 FOLDER_FILES = 10  # of a named folder's files, shown while the budget lasts
 RESEMBLES = 0.5  # share of lines in common that makes a block a new version of a file
 LANGUAGE_SUFFIXES = {  # a fenced block's language -> the file names it can be
@@ -100,7 +102,9 @@ def _file(path: str, read: dict, budget: int) -> tuple[str, int]:
     content = str(read.get("content", ""))
     if read.get("truncated") or len(content) > budget:
         return f"{path}: {read.get('total_lines', '?')}+ lines, too long to show here", budget
-    return f"{path}\n{_fenced(content)}", budget - len(content)
+    lines = read.get("total_lines", 0)
+    counted = f"\n({lines} lines)" if lines > COUNTED_LINES else ""
+    return f"{path}\n{_fenced(content)}{counted}", budget - len(content)
 
 
 def _fenced(content: str) -> str:

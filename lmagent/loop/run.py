@@ -42,7 +42,7 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import WorkChecks, next_step
+from lmagent.loop.checks import RAN_NEXT, WorkChecks, next_step
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
@@ -660,10 +660,8 @@ class AgentRun:
             result["files_changed"] = change["changed"][:FILES_SHOWN]
         arguments = _try_json(raw)
         self.changes += self.changed_files(name, result, change)
-        if self.text_calls and name == "write" and result.get("success"):
-            path = arguments.get("path", "") if isinstance(arguments, dict) else ""
-            others = [other for other in self.to_create if other != path]
-            result["next"] = next_step(str(path), unmade(others, self.look))
+        if self.text_calls:
+            self.name_next_step(name, arguments, result)
         self.outcome.record(name, arguments, result, change)
         self.checks.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
@@ -676,6 +674,16 @@ class AgentRun:
             **change,
         )
         return result
+
+    def name_next_step(self, name: str, arguments: object, result: dict) -> None:
+        """For a small model, on the result of a write (lmagent.loop.checks.next_step) or of
+        the first clean run of what it changed, while nothing the task asks for is missing."""
+        path = arguments.get("path", "") if isinstance(arguments, dict) else ""
+        if name == "write" and result.get("success"):
+            others = [other for other in self.to_create if other != path]
+            result["next"] = next_step(str(path), unmade(others, self.look))
+        elif self.checks.runs_changes(name, arguments, result) and not self.unmade():
+            result["next"] = RAN_NEXT
 
     def merged_block(self, arguments: dict) -> tuple[dict, str]:
         """A Python file block holding only some of the file's definitions, merged into the
@@ -808,11 +816,15 @@ class AgentRun:
         missing file may have nothing to make)."""
         if not (self.text_calls and self.called_tools) or self.nudged_unmade:
             return False
-        missing = unmade(self.to_create, self.look)
+        missing = self.unmade()
         if missing:
             self.nudged_unmade = True
             self.nudge(unmade_nudge(missing))
         return bool(missing)
+
+    def unmade(self) -> dict[str, str]:
+        """The files the task asks for that are still missing or empty."""
+        return unmade(self.to_create, self.look)
 
     def finishes_unchecked(self) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with
