@@ -700,3 +700,15 @@ def test_a_clean_run_of_what_was_changed_names_the_ending_as_the_next_step(works
     ran_next = '"next": "it ran without an error; if its output is what the task asks for'
     assert ran_next not in last_message(requests[1])
     assert ran_next in last_message(requests[3])
+
+
+def test_a_resample_that_writes_tool_results_itself_is_not_taken(workspace):
+    """At temperature 1.0, one sample in ten wrote made-up results and BLOCKED."""
+    again = text("```bash\ncat missing.txt\n```")
+    made_up = text('<tool_result name="shell">{"success": true}</tool_result>\nBLOCKED: no file')
+    steps = [again, again, made_up, text("```bash\nls\n```"), text("Nothing there.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps)
+    assert result.status == "completed" and len(requests) == 5
+    assert [r["temperature"] for r in requests[2:4]] == [UNSTICK_TEMPERATURE] * 2
+    said = [m["content"] for m in requests[4]["messages"] if m["role"] == "assistant"]
+    assert said == [again["content"], "```bash\nls\n```"]

@@ -17,6 +17,8 @@ CALL_CUT_OFF = (
     "at the processes) before you repeat it."
 )
 
+RESULT_TAG = "<tool_result"  # opens a result of calls written as text
+
 
 def assistant_message(reply: Reply, native_calls: list[dict]) -> dict:
     """The reply as recorded. Its thinking is kept for the transcript (`reasoning`); requests
@@ -46,7 +48,7 @@ def result_messages(calls: list[dict], results: list[dict], native: bool) -> lis
             for call, result in pairs
         ]
     text = "\n".join(
-        f'<tool_result name="{call["name"]}">{_result_text(readable(result))}</tool_result>'
+        f'{RESULT_TAG} name="{call["name"]}">{_result_text(readable(result))}</tool_result>'
         for call, result in pairs
     )
     return [{"role": "user", "content": text}]

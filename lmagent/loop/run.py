@@ -45,7 +45,13 @@ from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.checks import RAN_NEXT, WorkChecks, next_step
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
-from lmagent.loop.history import PairedHistory, assistant_message, repair_history, result_messages
+from lmagent.loop.history import (
+    RESULT_TAG,
+    PairedHistory,
+    assistant_message,
+    repair_history,
+    result_messages,
+)
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import (
     can_create,
@@ -465,13 +471,18 @@ class AgentRun:
         repeat that enters the history is copied again by the model, however it is told; asked
         again, the prompt is the same, so the server reads all of it from its cache. (Running a
         test again after a fix is no repeat; a repeated answer stands: it is how a model
-        insists it is done.)"""
+        insists it is done.) A sample that writes tool results itself is made up (at 1.0 a
+        1.5B model wrote "results" and BLOCKED in one of ten samples) and is not taken; when
+        no sample does something new, the reply runs as it was."""
+        if not (self.text_calls and self.samples_cold and self.repeats_an_action(reply)):
+            return reply
         for _ in range(RESAMPLES):
-            if not (self.text_calls and self.samples_cold and self.repeats_an_action(reply)):
-                break
             self.emit("status", message="the reply repeats an earlier one; asking again")
             self.emit("iteration", n=self.iterations, max=self.max_iterations)  # a new reply
-            reply = self.query(temperature=UNSTICK_TEMPERATURE)
+            sample = self.query(temperature=UNSTICK_TEMPERATURE)
+            if not (self.repeats_an_action(sample) or RESULT_TAG in sample.content):
+                return sample
+        self.emit("status", message="no new reply; taking the repeated one")
         return reply
 
     def repeats_an_action(self, reply) -> bool:
