@@ -479,7 +479,6 @@ def test_a_tool_call_put_in_a_bash_block_is_that_call(block):
             ("edit", {"path": "hello.py", "search": "Hello, world", "replace": "Bye"}),
         ),
         ("# save it\nwrite 'a b.txt' 'x\ny'", ("write", {"path": "a b.txt", "content": "x\ny"})),
-        ("write a.txt x\npython3 a.py", ("shell", {"command": "write a.txt x\npython3 a.py"})),
         ('write a.txt "open', ("shell", {"command": 'write a.txt "open'})),
         ("edit a.py -search x", ("shell", {"command": "edit a.py -search x"})),
         ("write", ("shell", {"command": "write"})),
@@ -649,12 +648,16 @@ def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
     assert result.status == "completed"
 
 
-def test_running_a_program_not_written_yet_says_to_write_it_first(workspace):
-    steps = [text("```bash\npython3 squares.py\n```")]
-    steps += [text("Nothing to run.\nTASK_COMPLETE")] * 2  # asked once for squares.py
-    _, requests, _ = embedded_run(workspace, steps, task="Write squares.py and run it")
+@pytest.mark.parametrize(
+    ("command", "path"),
+    [("python3 squares.py", "squares.py"), ("git init -q && git add notes.txt", "notes.txt")],
+)
+def test_a_command_given_a_file_not_written_yet_says_to_write_it_first(workspace, command, path):
+    steps = [text(f"```bash\n{command}\n```")]
+    steps += [text("Nothing to do.\nTASK_COMPLETE")] * 2  # asked once for the file
+    _, requests, _ = embedded_run(workspace, steps, task=f"Write {path} and use it")
     told = last_message(requests[1])
-    assert '"error": "squares.py does not exist: write it first, then run it"' in told
+    assert f'"error": "{path} does not exist: write it first, then use it"' in told
 
 
 def test_a_syntax_error_in_a_file_outside_the_workspace_is_left_as_it_is():
@@ -666,13 +669,16 @@ def test_a_syntax_error_in_a_file_outside_the_workspace_is_left_as_it_is():
 CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n" stays as written
 
 
-def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands():
-    block = f'write(sq.py, """\n{CONTENT}""")\npython3 sq.py'
+@pytest.mark.parametrize(
+    ("call", "content"),
+    [(f'write(sq.py, """\n{CONTENT}""")', CONTENT), ('write sq.py "print(1)"', "print(1)")],
+)
+def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands(call, content):
     known = {"write": ["path", "content"], "shell": ["command"]}
-    calls = extract_text_calls(f"```bash\n# Create it\n{block}\n```", known, blocks=True)
-    assert calls == [
-        {"name": "write", "arguments": {"path": "sq.py", "content": CONTENT}},
-        {"name": "shell", "arguments": {"command": "python3 sq.py"}},
+    block = f"```bash\n# Create it\n{call}\npython3 sq.py\ngit add sq.py\n```"
+    assert extract_text_calls(block, known, blocks=True) == [
+        {"name": "write", "arguments": {"path": "sq.py", "content": content}},
+        {"name": "shell", "arguments": {"command": "python3 sq.py\ngit add sq.py"}},
     ]
 
 

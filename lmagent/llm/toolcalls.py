@@ -265,12 +265,18 @@ def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | Non
 
 
 def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
-    """A tool call written as a function at the top of a shell block, with commands under it
-    (`write(squares.py, '''...''')`, then `python3 squares.py`): (the call, the commands);
+    """A tool call at the top of a shell block, with commands under it (`write(squares.py,
+    '''...''')` or `write notes.txt "A note."`, then `python3 squares.py`): (the call, the
+    commands);
     (None, the block) otherwise. Shell would stop at the call's parenthesis."""
     lines = body.splitlines()
     start = next((i for i, line in enumerate(lines) if not _comment_or_blank(line)), len(lines))
-    if start == len(lines) or not re.match(r"\s*\w+\(", lines[start]):
+    if start >= len(lines) - 1:
+        return None, body
+    as_command = _command_style_call(lines[start], known)  # write notes.txt "A note."
+    if as_command:
+        return as_command, "\n".join(lines[start + 1 :])
+    if not re.match(r"\s*\w+\(", lines[start]):
         return None, body
     for end in range(start, len(lines) - 1):
         whole = lines[end].rstrip().endswith(")") and _WHOLE_CALL.match(

@@ -67,7 +67,7 @@ def tool_shell(
         return start_background(ctx, command, max_memory_mb)
     result = with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb), command)
     root = str(ctx.workspace.root)
-    return missing_program_hint(syntax_error_hint(result, root), root)
+    return missing_file_hint(syntax_error_hint(result, root), root)
 
 
 NOT_FOUND = (
@@ -118,18 +118,22 @@ def syntax_error_hint(result: dict, root: str) -> dict:
     return result
 
 
-_CANNOT_OPEN = re.compile(r"can't open file '([^'\n]+)': \[Errno 2\]")
+_MISSING_FILE = re.compile(  # python3 run on it; git add given it
+    r"can't open file '([^'\n]+)': \[Errno 2\]|pathspec '([^'\n]+)' did not match any files"
+)
 
 
-def missing_program_hint(result: dict, root: str) -> dict:
-    """python3 run on a workspace file that does not exist: say so, and to write it first (a
-    small model ran `python3 squares.py` three times before writing squares.py)."""
-    found = _CANNOT_OPEN.search(result.get("output") or "")
-    path = os.path.normpath(os.path.join(root, found.group(1))) if found else ""
+def missing_file_hint(result: dict, root: str) -> dict:
+    """A command given a workspace file that does not exist (python3 squares.py, git add
+    notes.txt): say so, and to write it first. A small model ran `python3 squares.py` three
+    times before writing squares.py, and `git add notes.txt` five times."""
+    found = _MISSING_FILE.search(result.get("output") or "")
+    name = (found.group(1) or found.group(2)) if found else ""
+    path = os.path.normpath(os.path.join(root, name)) if name else ""
     if result.get("success") or not path.startswith(root.rstrip(os.sep) + os.sep):
         return result
     rel = os.path.relpath(path, root)
-    result["error"] = f"{rel} does not exist: write it first, then run it"
+    result["error"] = f"{rel} does not exist: write it first, then use it"
     return result
 
 
