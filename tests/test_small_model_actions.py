@@ -65,6 +65,7 @@ def last_message(request: dict) -> str:
         ("```bash\n# TASK_COMPLETE\n```", []),  # only a comment: nothing to run
         ("```bash\ntask_complete\n```", []),  # the ending word: not a command
         ("Here is the code:\n```python\nprint(3)\n```", []),  # no path: only shown
+        ("It goes in the `parser.add_argument` call. The code:\n```python\nx = 1\n```", []),
         ("It prints:\n```\nHELLO ANN\n```", []),  # expected output: only shown
         ("/etc/passwd\n```\nroot::0:0\n```", []),  # not a workspace path
         ("../up.py\n```python\nx\n```", []),
@@ -718,3 +719,23 @@ def test_a_resample_that_writes_tool_results_itself_is_not_taken(workspace):
     assert [r["temperature"] for r in requests[2:4]] == [UNSTICK_TEMPERATURE] * 2
     said = [m["content"] for m in requests[4]["messages"] if m["role"] == "assistant"]
     assert said == [again["content"], "```bash\nls\n```"]
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        (  # a tool given a bare file name opens it: actions, not the program to create
+            'edit(hello.py, "Hello", "print(1)")\npython3 hello.py',
+            [
+                ("edit", {"path": "hello.py", "search": "Hello", "replace": "print(1)"}),
+                ("shell", {"command": "python3 hello.py"}),
+            ],
+        ),
+        ('edit("hello.py", "a", "b")\nprint(2)', []),  # a program calling its own edit()
+        ("print(open('hello.py').read())", []),
+    ],
+)
+def test_a_python_block_opening_with_a_tool_call_on_a_bare_file_name_is_actions(block, expected):
+    known = {"write": ["path", "content"], "edit": ["path", "search", "replace"]}
+    calls = extract_text_calls(f"```python\n{block}\n```", {**known, "shell": ["command"]}, True)
+    assert [(c["name"], c["arguments"]) for c in calls] == expected

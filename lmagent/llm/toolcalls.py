@@ -205,6 +205,18 @@ def _calls_in_prose(text: str, known: set[str]) -> list[dict]:
 
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "zsh", "console", "terminal"})
 _BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w.+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+LANGUAGE_SUFFIXES = {  # a fenced block's language -> the file names it can be
+    "python": (".py",),
+    "py": (".py",),
+    "javascript": (".js", ".mjs"),
+    "js": (".js", ".mjs"),
+    "json": (".json",),
+    "yaml": (".yaml", ".yml"),
+    "html": (".html", ".htm"),
+    "css": (".css",),
+    "ini": (".ini", ".cfg"),
+    "toml": (".toml",),
+}
 _PATH = re.compile(r"(?:\.{0,2}/)?[\w.-]+(?:/[\w.-]+)*")
 _HEADER_WORDS = re.compile(r"^(?:file(?:name)?|path|create|save(?: as)?|update|in)\s*:?\s+", re.I)
 _COMMENT_PATH = re.compile(r"^\s*(?:#|//|--)\s*(?:file(?:name)?:\s*)?(\S+)\s*$", re.I)
@@ -219,7 +231,8 @@ def block_actions(text: str, known: set[str], place: Place | None = None) -> lis
     and so is a program without a path that `place` finds a file for. Any other
     block (an example, expected output) is only text."""
     actions = []
-    for _, language, path, body in _fenced_blocks(text):
+    for _, written_as, path, body in _fenced_blocks(text):
+        language = "bash" if _calls_as_python(written_as, path, body, known) else written_as
         meant = _meant_call(body, known) if language in SHELL_LANGUAGES else None
         if language in SHELL_LANGUAGES and not (meant or path):
             first, body = _call_then_commands(body, known)
@@ -262,6 +275,21 @@ def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | Non
             if isinstance(arguments, dict):
                 return {"name": assigned.group(1), "arguments": arguments}
     return _command_style_call(code, known)
+
+
+_BARE_PATH_CALL = re.compile(r"(\w+)\(\s*[\w./-]+\.\w+\s*,")  # edit(hello.py, ...
+
+
+def _calls_as_python(language: str, path: str, body: str, known: Known) -> bool:
+    """A ```python block, under no path, that opens with a tool call given a bare file name
+    (`edit(hello.py, "x", "y")`, then `python3 hello.py`): the model's actions, read as a
+    ```bash block. No program passes a file name unquoted; written into the one Python file
+    the task creates, it replaced hello.py with those two lines."""
+    if language not in ("python", "py") or path:
+        return False
+    code = [line for line in body.splitlines() if not _comment_or_blank(line)]
+    call = _BARE_PATH_CALL.match(code[0].strip()) if code else None
+    return bool(call) and call.group(1) in known
 
 
 def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
@@ -451,7 +479,7 @@ def _named_path(before: str, body: str, language: str) -> tuple[str, str]:
     block; not over a shell block, an output or a block without a language), else the block's
     first line when it is only a comment naming a path (then left out of the content)."""
     line = before.rstrip("\n").rsplit("\n", 1)[-1]
-    header = _as_path(line) or (_introduced_path(line) if _is_code(language) else "")
+    header = _as_path(line) or (_introduced_path(line, language) if _is_code(language) else "")
     if header:
         return header, body
     first, _, rest = body.partition("\n")
@@ -469,10 +497,13 @@ def _is_code(language: str) -> bool:
     return bool(language) and language not in SHELL_LANGUAGES | NOT_CODE
 
 
-def _introduced_path(line: str) -> str:
+def _introduced_path(line: str, language: str) -> str:
     """The one path in backticks of a line ending with a colon (other `words` may be there
-    too); "" otherwise."""
-    paths = {path for word in _BACKTICKED.findall(line) if (path := _as_path(word))}
+    too) that can hold the block's language (not "the `parser.add_argument` call" over a
+    ```python block); "" otherwise."""
+    suffixes = LANGUAGE_SUFFIXES.get(language)
+    words = (word for word in _BACKTICKED.findall(line) if not suffixes or word.endswith(suffixes))
+    paths = {path for word in words if (path := _as_path(word))}
     if not line.rstrip().rstrip("*_").endswith(":") or len(paths) != 1:
         return ""
     return paths.pop()

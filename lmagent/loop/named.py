@@ -10,6 +10,8 @@ import difflib
 import re
 from collections.abc import Callable
 
+from lmagent.llm.toolcalls import LANGUAGE_SUFFIXES
+
 # a word with a file extension (calc.py, logs/app.log) or a folder written with its slash (src/)
 NAMED_PATH = re.compile(
     r"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z0-9]+|(?:[\w-][\w.-]*/)+)(?![\w/-])"
@@ -23,18 +25,6 @@ COUNTED_LINES = 10  # a file longer than this is shown with its line count: a sm
 # counts 17 lines as 1 or 32, and takes the count of a short file for the answer to its task
 FOLDER_FILES = 10  # of a named folder's files, shown while the budget lasts
 RESEMBLES = 0.5  # share of lines in common that makes a block a new version of a file
-LANGUAGE_SUFFIXES = {  # a fenced block's language -> the file names it can be
-    "python": (".py",),
-    "py": (".py",),
-    "javascript": (".js", ".mjs"),
-    "js": (".js", ".mjs"),
-    "json": (".json",),
-    "yaml": (".yaml", ".yml"),
-    "html": (".html", ".htm"),
-    "css": (".css",),
-    "ini": (".ini", ".cfg"),
-    "toml": (".toml",),
-}
 
 Look = Callable[[str, dict], dict]  # runs a tool by name with arguments, returns its result
 
