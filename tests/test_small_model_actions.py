@@ -483,6 +483,7 @@ def test_a_tool_call_put_in_a_bash_block_is_that_call(block):
         ('write a.txt "open', ("shell", {"command": 'write a.txt "open'})),
         ("edit a.py -search x", ("shell", {"command": "edit a.py -search x"})),
         ("write", ("shell", {"command": "write"})),
+        ("write\necho hi", ("shell", {"command": "write\necho hi"})),  # a name alone: no call
         ("grep -n x a.py", ("shell", {"command": "grep -n x a.py"})),  # a real command
         ('shell -c "python3 a.py"', ("shell", {"command": "python3 a.py"})),
         ("shell echo 'a  b'", ("shell", {"command": "echo 'a  b'"})),
@@ -672,7 +673,11 @@ CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n"
 
 @pytest.mark.parametrize(
     ("call", "content"),
-    [(f'write(sq.py, """\n{CONTENT}""")', CONTENT), ('write sq.py "print(1)"', "print(1)")],
+    [
+        (f'write(sq.py, """\n{CONTENT}""")', CONTENT),
+        ('write sq.py "print(1)"', "print(1)"),
+        ('write sq.py "\nprint(1)\n"', "\nprint(1)\n"),  # its quotes span lines
+    ],
 )
 def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands(call, content):
     known = {"write": ["path", "content"], "shell": ["command"]}
@@ -707,6 +712,13 @@ def test_a_clean_run_of_what_was_changed_names_the_ending_as_the_next_step(works
     ran_next = '"next": "it ran without an error; if its output is what the task asks for'
     assert ran_next not in last_message(requests[1])
     assert ran_next in last_message(requests[3])
+
+
+def test_a_program_written_and_run_cleanly_by_one_command_names_the_ending(workspace):
+    steps = [text("```bash\necho \"print('hi')\" > hello.py\npython3 hello.py\n```")]
+    steps.append(text("It prints hi.\nTASK_COMPLETE"))
+    _, requests, _ = embedded_run(workspace, steps, task="Create hello.py that prints hi")
+    assert '"next": "it ran without an error' in last_message(requests[1])
 
 
 def test_a_resample_that_writes_tool_results_itself_is_not_taken(workspace):

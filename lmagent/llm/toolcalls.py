@@ -301,9 +301,12 @@ def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
     start = next((i for i, line in enumerate(lines) if not _comment_or_blank(line)), len(lines))
     if start >= len(lines) - 1:
         return None, body
-    as_command = _command_style_call(lines[start], known)  # write notes.txt "A note."
+    end = start  # write notes.txt "A note." (its quotes may span lines)
+    while end < len(lines) - 2 and not _quotes_closed("\n".join(lines[start : end + 1])):
+        end += 1
+    as_command = _command_style_call("\n".join(lines[start : end + 1]), known)
     if as_command:
-        return as_command, "\n".join(lines[start + 1 :])
+        return as_command, "\n".join(lines[end + 1 :])
     if not re.match(r"\s*\w+\(", lines[start]):
         return None, body
     for end in range(start, len(lines) - 1):
@@ -317,6 +320,14 @@ def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
         if arguments is not None:
             return {"name": whole.group(1), "arguments": arguments}, "\n".join(lines[end + 1 :])
     return None, body
+
+
+def _quotes_closed(text: str) -> bool:
+    try:
+        shlex.split(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_python_call(code: str) -> bool:
@@ -341,8 +352,12 @@ def _command_style_call(code: str, known: set[str] | dict[str, list[str]]) -> di
     arguments (`write a.txt x` and a second command under it)."""
     first = code.split(maxsplit=1)[0] if code.strip() else ""
     parameters = known.get(first) if isinstance(known, dict) else None
-    if first not in TOOLS_NOT_COMMANDS or parameters is None:
-        return None
+    if (
+        first not in TOOLS_NOT_COMMANDS
+        or parameters is None
+        or code.strip().startswith(f"{first}\n")
+    ):
+        return None  # a tool's name alone on its line is no call
     try:
         words = shlex.split(code)[1:]
     except ValueError:  # an open quote

@@ -55,6 +55,13 @@ def only_looks(command: str) -> bool:
     return bool(lines) and all(LOOKS.match(line) for line in lines)
 
 
+def run_by(command: str, programs: set[str]) -> set[str]:
+    """The programs a command names on a line that neither only looks at files nor writes
+    to one: those it ran."""
+    lines = [line for line in command.splitlines() if not LOOKS.match(line) and ">" not in line]
+    return {path for path in programs if any(Path(path).name in line for line in lines)}
+
+
 class WorkChecks:
     """`unchecked`: files changed silently since the model last looked at a result; `unrun`:
     programs changed since it last ran a command. `before_finishing` asks once."""
@@ -79,14 +86,17 @@ class WorkChecks:
         if name == "shell" and changed and not shown:
             self.unchecked = True
         self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
+        if name == "shell" and shown:  # `echo ... > a.py` then `python3 a.py`, in one command
+            self.unrun -= run_by(str(command), self.unrun)
 
-    def runs_changes(self, name: str, arguments: object, result: dict) -> bool:
-        """Whether this call ran, without an error, the programs changed since the last run
-        (call it before record()): a small model that saw its program work went on to `ls`,
-        `rm hello.py` and `git init`."""
+    def runs_changes(self, name: str, arguments: object, result: dict, change: dict) -> bool:
+        """Whether this call ran, without an error, programs changed since the last run or by
+        this very command (call it before record()): a small model that saw its program work
+        went on to `ls`, `rm hello.py` and `git init`."""
         command = arguments.get("command", "") if isinstance(arguments, dict) else ""
         ran = result.get("success") and result.get("output") and not only_looks(str(command))
-        return bool(name == "shell" and ran and self.unrun)
+        made = {path for path in change.get("changed") or [] if Path(path).suffix in RUNNERS}
+        return bool(name == "shell" and ran and (self.unrun or run_by(str(command), made)))
 
     def before_finishing(self) -> str:
         """The nudge for a model finishing now, once per run; blank when none is due."""

@@ -672,7 +672,7 @@ class AgentRun:
         arguments = _try_json(raw)
         self.changes += self.changed_files(name, result, change)
         if self.text_calls:
-            self.name_next_step(name, arguments, result)
+            self.name_next_step(name, arguments, result, change)
         self.outcome.record(name, arguments, result, change)
         self.checks.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
@@ -686,14 +686,14 @@ class AgentRun:
         )
         return result
 
-    def name_next_step(self, name: str, arguments: object, result: dict) -> None:
+    def name_next_step(self, name: str, arguments: object, result: dict, change: dict) -> None:
         """For a small model, on the result of a write (lmagent.loop.checks.next_step) or of
         the first clean run of what it changed, while nothing the task asks for is missing."""
         path = arguments.get("path", "") if isinstance(arguments, dict) else ""
         if name == "write" and result.get("success"):
             others = [other for other in self.to_create if other != path]
             result["next"] = next_step(str(path), unmade(others, self.look))
-        elif self.checks.runs_changes(name, arguments, result) and not self.unmade():
+        elif self.checks.runs_changes(name, arguments, result, change) and not self.unmade():
             result["next"] = RAN_NEXT
 
     def merged_block(self, arguments: dict) -> tuple[dict, str]:
