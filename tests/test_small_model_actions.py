@@ -318,9 +318,9 @@ def test_a_command_run_again_after_a_fix_is_taken_as_it_is(workspace):
     (workspace / "calc.py").write_text(CALC)
     run_it = text("```bash\npython3 calc.py\n```")
     fix = text("calc.py\n```python\n" + CALC.replace("a - b", "a + b") + "```")
-    done = text("Fixed.\nTASK_COMPLETE")  # twice: a run without output is no check
-    _, requests, _ = embedded_run(workspace, [run_it, fix, run_it, done, done])
-    assert [r["temperature"] for r in requests] == [0.0] * 5  # no reply asked for again
+    done = text("Fixed.\nTASK_COMPLETE")  # once: a clean run without output is a check too
+    _, requests, _ = embedded_run(workspace, [run_it, fix, run_it, done])
+    assert [r["temperature"] for r in requests] == [0.0] * 4  # no reply asked for again
 
 
 def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_sampled(workspace):
@@ -751,3 +751,16 @@ def test_a_python_block_opening_with_a_tool_call_on_a_bare_file_name_is_actions(
     known = {"write": ["path", "content"], "edit": ["path", "search", "replace"]}
     calls = extract_text_calls(f"```python\n{block}\n```", {**known, "shell": ["command"]}, True)
     assert [(c["name"], c["arguments"]) for c in calls] == expected
+
+
+def test_a_changed_program_that_runs_cleanly_and_prints_nothing_counts_as_run(workspace):
+    """utils.py written, run (no output), then TASK_COMPLETE: asked to run it again, a small
+    model broke the file."""
+    steps = [
+        text("utils.py\n```python\ndef is_even(n):\n    return n % 2 == 0\n```"),
+        text("```bash\npython3 utils.py\n```"),
+        text("Done.\nTASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Implement is_even in utils.py")
+    assert '"next": "it ran without an error' in last_message(requests[2])
+    assert result.status == "completed" and len(requests) == 3

@@ -86,17 +86,20 @@ class WorkChecks:
         if name == "shell" and changed and not shown:
             self.unchecked = True
         self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
-        if name == "shell" and shown:  # `echo ... > a.py` then `python3 a.py`, in one command
-            self.unrun -= run_by(str(command), self.unrun)
+        if name == "shell":  # `python3 utils.py` that prints nothing; `echo ... > a.py` then
+            self.unrun -= run_by(str(command), self.unrun)  # `python3 a.py` in one command
 
     def runs_changes(self, name: str, arguments: object, result: dict, change: dict) -> bool:
         """Whether this call ran, without an error, programs changed since the last run or by
         this very command (call it before record()): a small model that saw its program work
-        went on to `ls`, `rm hello.py` and `git init`."""
-        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
-        ran = result.get("success") and result.get("output") and not only_looks(str(command))
+        went on to `ls`, `rm hello.py` and `git init`; one that ran utils.py, which prints
+        nothing, went on to grep it."""
+        command = str(arguments.get("command", "") if isinstance(arguments, dict) else "")
         made = {path for path in change.get("changed") or [] if Path(path).suffix in RUNNERS}
-        return bool(name == "shell" and ran and (self.unrun or run_by(str(command), made)))
+        named = run_by(command, self.unrun | made)  # python3 utils.py: runs, prints nothing
+        tested = result.get("output") and self.unrun  # pytest: names no program
+        ran = name == "shell" and result.get("success") and not only_looks(command)
+        return bool(ran and (named or tested))
 
     def before_finishing(self) -> str:
         """The nudge for a model finishing now, once per run; blank when none is due."""
