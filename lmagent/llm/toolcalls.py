@@ -258,7 +258,7 @@ _WHOLE_CALL = re.compile(r"^\s*(?:TOOL\s*:\s*)?(\w+)\((.*)\)\s*$", re.S)
 _ASSIGNED_CALL = re.compile(r"^\s*TOOL\s*[=:]\s*(\w+)\s*\n\s*arguments\s*[=:]\s*(\{.*\})\s*$", re.S)
 
 
-def _meant_call(body: str, known: set[str] | dict[str, list[str]]) -> dict | None:
+def _meant_call(body: str, known: Known) -> dict | None:
     """A tool call put in a shell block (`write(a.json, '{...}')`, or TOOL=write and
     arguments={...} on two lines): what the model meant, not a command."""
     code = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("#"))
@@ -346,7 +346,7 @@ def _comment_or_blank(line: str) -> bool:
 TOOLS_NOT_COMMANDS = frozenset({"write", "edit", "shell", "glob", "todo_add", "git_commit"})
 
 
-def _command_style_call(code: str, known: set[str] | dict[str, list[str]]) -> dict | None:
+def _command_style_call(code: str, known: Known) -> dict | None:
     """A tool written as a command, with the tool's arguments in order (`write count.txt 17`,
     `edit hello.py "Hello" "Bye"`): that call. Not when its words are more than the tool has
     arguments (`write a.txt x` and a second command under it)."""
@@ -396,7 +396,7 @@ def is_python(text: str) -> bool:
 _FUNCTION_LINE = re.compile(r"^[ \t>*_`]*(?:TOOL[*_`]*:\s*)?(\w+)\((.*)\)[*_`]*\s*$", re.M)
 
 
-def function_style_calls(text: str, known: set[str] | dict[str, list[str]]) -> list[dict]:
+def function_style_calls(text: str, known: Known) -> list[dict]:
     """Lines that call a tool the way the prompt lists it: `edit(data.py, get_data, load_data)`,
     `read(path="a.py")`. A bare word (data.py) is its own text; positional arguments take the
     tool's parameters in order (`known` maps each tool to them)."""

@@ -71,35 +71,30 @@ class WorkChecks:
         self.unrun: set[str] = set()
         self.asked = False
 
-    def record(self, name: str, arguments: object, result: dict, change: dict) -> None:
+    def record(self, name: str, arguments: object, result: dict, change: dict) -> bool:
         """A result with something to look at (a file read, a command's output) is a check; a
         command with output that is not only a look at files runs the programs; a command that
         changed files silently needs a check, a program changed needs a run (a data file
-        written as the model wrote it needs neither)."""
+        written as the model wrote it needs neither). True when this call ran, without an
+        error, programs changed since the last run or by this very command: a small model
+        that saw its program work went on to `ls`, `rm hello.py` and `git init`; one that ran
+        utils.py, which prints nothing, went on to grep it."""
         changed = [str(path) for path in change.get("changed") or []]
         shown = result.get("content") or result.get("output")
-        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+        command = str(arguments.get("command", "") if isinstance(arguments, dict) else "")
+        made = {path for path in changed if Path(path).suffix in RUNNERS}
+        named = run_by(command, self.unrun | made) if name == "shell" else set()
+        tested = result.get("output") and self.unrun  # pytest: names no program
+        ran = name == "shell" and result.get("success") and not only_looks(command)
         if name in ("read", "shell") and shown:
             self.unchecked = False
-        if name == "shell" and shown and not only_looks(str(command)):
+        if name == "shell" and shown and not only_looks(command):
             self.unrun.clear()
         if name == "shell" and changed and not shown:
             self.unchecked = True
-        self.unrun.update(path for path in changed if Path(path).suffix in RUNNERS)
-        if name == "shell":  # `python3 utils.py` that prints nothing; `echo ... > a.py` then
-            self.unrun -= run_by(str(command), self.unrun)  # `python3 a.py` in one command
-
-    def runs_changes(self, name: str, arguments: object, result: dict, change: dict) -> bool:
-        """Whether this call ran, without an error, programs changed since the last run or by
-        this very command (call it before record()): a small model that saw its program work
-        went on to `ls`, `rm hello.py` and `git init`; one that ran utils.py, which prints
-        nothing, went on to grep it."""
-        command = str(arguments.get("command", "") if isinstance(arguments, dict) else "")
-        made = {path for path in change.get("changed") or [] if Path(path).suffix in RUNNERS}
-        named = run_by(command, self.unrun | made)  # python3 utils.py: runs, prints nothing
-        tested = result.get("output") and self.unrun  # pytest: names no program
-        ran = name == "shell" and result.get("success") and not only_looks(command)
-        return bool(ran and (named or tested))
+        self.unrun.update(made)
+        self.unrun -= named  # `python3 utils.py`, printing nothing; `echo ... > a.py` and
+        return bool(ran and (named or tested))  # `python3 a.py` in one command
 
     def before_finishing(self) -> str:
         """The nudge for a model finishing now, once per run; blank when none is due."""

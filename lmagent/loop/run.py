@@ -111,7 +111,7 @@ __all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
-SHORT_ANSWER = 80  # characters of an answer shown as the content of the file to write
+SHORT_ANSWER = 80  # characters of a prose answer asked to be written to the file wanted
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
@@ -671,10 +671,10 @@ class AgentRun:
             result["files_changed"] = change["changed"][:FILES_SHOWN]
         arguments = _try_json(raw)
         self.changes += self.changed_files(name, result, change)
+        ran_changes = self.checks.record(name, arguments, result, change)
         if self.text_calls:
-            self.name_next_step(name, arguments, result, change)
+            self.name_next_step(name, arguments, result, ran_changes)
         self.outcome.record(name, arguments, result, change)
-        self.checks.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
             "tool_result",
@@ -686,14 +686,15 @@ class AgentRun:
         )
         return result
 
-    def name_next_step(self, name: str, arguments: object, result: dict, change: dict) -> None:
+    def name_next_step(self, name: str, arguments: object, result: dict, ran: bool) -> None:
         """For a small model, on the result of a write (lmagent.loop.checks.next_step) or of
-        the first clean run of what it changed, while nothing the task asks for is missing."""
+        the first clean run of what it changed (`ran`), while nothing the task asks for is
+        missing."""
         path = arguments.get("path", "") if isinstance(arguments, dict) else ""
         if name == "write" and result.get("success"):
-            others = [other for other in self.to_create if other != path]
-            result["next"] = next_step(str(path), unmade(others, self.look))
-        elif self.checks.runs_changes(name, arguments, result, change) and not self.unmade():
+            others = {other: why for other, why in self.unmade().items() if other != path}
+            result["next"] = next_step(str(path), others)
+        elif ran and not self.unmade():
             result["next"] = RAN_NEXT
 
     def merged_block(self, arguments: dict) -> tuple[dict, str]:

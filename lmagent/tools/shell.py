@@ -105,12 +105,10 @@ def syntax_error_hint(result: dict, root: str) -> dict:
     small model that put `Hello, world!` into hello.py rewrote the command that ran it, adding
     a shebang, three times.) The path is compared as text: nothing is looked up."""
     found = _PY_SYNTAX.search((result.get("output") or "")[-4000:])
-    if result.get("success") or not found:
-        return result
-    path = os.path.normpath(os.path.join(root, found.group(1)))  # relative: to the workspace
-    if not path.startswith(root.rstrip(os.sep) + os.sep):
-        return result  # a library's file: not the model's to fix
-    rel, line, kind, message = os.path.relpath(path, root), *found.group(2, 3, 4)
+    rel = _in_workspace(found.group(1), root) if found else ""
+    if result.get("success") or not rel:
+        return result  # no syntax error, or a library's file: not the model's to fix
+    line, kind, message = found.group(2, 3, 4)
     result["error"] = (
         f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Fix {rel} "
         "first: write it again, whole, as Python code; then run it"
@@ -128,13 +126,20 @@ def missing_file_hint(result: dict, root: str) -> dict:
     notes.txt): say so, and to write it first. A small model ran `python3 squares.py` three
     times before writing squares.py, and `git add notes.txt` five times."""
     found = _MISSING_FILE.search(result.get("output") or "")
-    name = (found.group(1) or found.group(2)) if found else ""
-    path = os.path.normpath(os.path.join(root, name)) if name else ""
-    if result.get("success") or not path.startswith(root.rstrip(os.sep) + os.sep):
+    rel = _in_workspace(found.group(1) or found.group(2), root) if found else ""
+    if result.get("success") or not rel:
         return result
-    rel = os.path.relpath(path, root)
     result["error"] = f"{rel} does not exist: write it first, then use it"
     return result
+
+
+def _in_workspace(name: str, root: str) -> str:
+    """`name`, as a command's output printed it (absolute, or relative to the workspace),
+    relative to the workspace root; "" when it is outside. Compared as text: nothing is looked
+    up."""
+    path = os.path.normpath(os.path.join(root, name))
+    inside = path.startswith(root.rstrip(os.sep) + os.sep)
+    return os.path.relpath(path, root) if inside else ""
 
 
 def with_hint(result: dict, command: str = "") -> dict:
