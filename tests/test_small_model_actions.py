@@ -332,6 +332,32 @@ def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_samp
     assert "failed before in the same way" in last_message(requests[4])
 
 
+def test_part_of_a_failed_command_run_again_alone_is_asked_for_again(workspace):
+    """`python3 hello.py` failed inside the command that wrote hello.py; alone, unchanged
+    since, it fails the same: the 1.5B model ran it five times."""
+    wrote = text('```bash\necho "Hello, world!" > hello.py\npython3 hello.py\n```')
+    fixed = text("hello.py\n```python\nprint('Hello, world!')\n```")
+    run_it = text("```bash\npython3 hello.py\n```")
+    steps = [wrote, run_it, fixed, run_it, text("TASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Create hello.py and run it")
+    assert [r["temperature"] for r in requests[1:3]] == [0.0, UNSTICK_TEMPERATURE]
+    assert (workspace / "hello.py").read_text() == "print('Hello, world!')\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat > notes.txt <<EOF\npython3 notes.txt\nEOF",  # a here-document's lines
+        'echo "one\ncat notes.txt"',  # quotes across lines
+        "for f in *.txt; do\ncat notes.txt\ndone",  # a loop's body
+    ],
+)
+def test_a_line_of_a_command_that_is_not_a_command_is_no_repeat(workspace, command):
+    steps = [text(f"```bash\n{command}\n```"), text("```bash\ncat notes.txt\n```")]
+    _, requests, _ = embedded_run(workspace, [*steps, text("Done.\nTASK_COMPLETE")])
+    assert [r["temperature"] for r in requests] == [0.0] * 3
+
+
 def test_a_grep_without_match_and_a_lone_cd_are_explained(workspace):
     (workspace / "sub").mkdir()
     steps = [

@@ -120,6 +120,7 @@ Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
 SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
+CONTINUED = ("\\", "|", "&&", "||", "{", "(", "do", "then", "else")  # a shell line goes on
 
 
 # --------------------------------------------------------------------------- how runs end
@@ -219,6 +220,7 @@ class AgentRun:
         self.last_calls_ok = True
         self.loop_message = ""
         self.replies: set[tuple[str, int]] = set()  # (reply, changes after it), to notice
+        self.ran: list[dict] = []  # the calls of this step that ran
         self.changes = 0  # calls in this run that changed files: a repeat after one is not
         self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
@@ -347,10 +349,12 @@ class AgentRun:
         answering = self.reply_rule() == "answer"
         reply = self.resampled(self.query())
         said = self.notice_repeat(reply)
+        self.ran = []
         try:
             self.take(reply, answering)
         finally:  # with the files as its actions left them: the same reply again is a repeat
-            self.replies.add((said, self.changes))
+            for done in {said, *_parts(self.ran)}:
+                self.replies.add((done, self.changes))
 
     def take(self, reply, answering: bool) -> None:
         """Act on the model's reply: run its calls, or decide what its answer means."""
@@ -656,6 +660,7 @@ class AgentRun:
 
     def run_call(self, call: dict) -> dict:
         name, raw, merged = call["name"], call["arguments"], ""
+        self.ran.append({"name": name, "arguments": raw})
         if call.get("block") and name == "write":
             raw, merged = self.merged_block(raw)
         self.emit("tool_call", id=call["id"], name=name, arguments=raw)
@@ -968,6 +973,29 @@ def _compactor(config: Config, context_length: int | None) -> Compactor:
 def _said(reply) -> str:
     """What a reply says and calls, to compare it with another."""
     return reply.content.strip() + json.dumps(reply.tool_calls or [], sort_keys=True)
+
+
+def _parts(calls: list[dict]) -> list[str]:
+    """What each call that ran did alone, and each line of a shell command of several, as
+    `said` writes a reply of only that: a failed `python3 hello.py` run again alone, after
+    `echo "Hello, world!" > hello.py` and it in one command, with nothing changed since, is a
+    repeat (a 1.5B model then ran it five times)."""
+    parts = [[call] for call in calls]
+    for call in calls:
+        arguments = call["arguments"] if isinstance(call["arguments"], dict) else {}
+        if call["name"] == "shell" and isinstance(arguments.get("command"), str):
+            lines = _command_lines(arguments["command"])
+            parts += [[{"name": "shell", "arguments": {"command": line}}] for line in lines]
+    return [json.dumps(part, sort_keys=True) for part in parts]
+
+
+def _command_lines(command: str) -> list[str]:
+    """The lines of a command of several that are each a command; none when they are not (a
+    here-document, a continued line, quotes across lines)."""
+    lines = [line.strip() for line in command.splitlines() if line.strip()]
+    continued = any(line.endswith(CONTINUED) for line in lines)
+    quoted = any(line.count('"') % 2 or line.count("'") % 2 for line in lines)
+    return lines if len(lines) > 1 and "<<" not in command and not (continued or quoted) else []
 
 
 def _is_empty(reply) -> bool:
