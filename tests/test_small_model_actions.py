@@ -15,7 +15,7 @@ from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import UNSTICK_TEMPERATURE
-from lmagent.tools.shell import syntax_error_hint
+from lmagent.tools.shell import branch_note, explained, syntax_error_hint
 from tests.conftest import make_config
 from tests.scripted_llm import text
 from tests.test_small_models import embedded_config, llama_cpp, run
@@ -692,6 +692,48 @@ def test_a_syntax_error_in_a_file_outside_the_workspace_is_left_as_it_is():
     output = 'Traceback:\n  File "/usr/lib/python3/x.py", line 3\n    x =\n SyntaxError: bad\n'
     result = {"success": False, "error": "command exited with code 1", "output": output}
     assert syntax_error_hint(dict(result), "/work/ws") == result
+
+
+PARSED_APP = "import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument('name')\n"
+PARSED_APP += "args = parser.parse_args()\nprint(f'hello {args.name}')\n"
+
+
+def test_an_argument_a_workspace_program_refuses_is_to_be_added_to_its_parser(workspace):
+    (workspace / "app.py").write_text(PARSED_APP)
+    steps = [text("```bash\npython3 app.py Ann --shout\n```"), text("I see.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Add --shout to app.py")
+    told = last_message(requests[1])
+    assert "app.py does not take --shout: add --shout to the parser in app.py first" in told
+
+
+def test_an_argument_refused_by_a_program_outside_the_workspace_is_left_as_it_is():
+    output = "usage: tool.py [-h]\ntool.py: error: unrecognized arguments: --x\n"
+    result = {"success": False, "error": "command exited with code 2", "output": output}
+    assert explained(dict(result), "python3 /usr/lib/tool.py --x", "/work/ws") == result
+
+
+def test_a_branch_made_without_switching_to_it_is_said_to_be_not_the_current_one(workspace):
+    steps = [text("```bash\ngit init -q\ngit branch feature\n```"), text("OK.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Make a branch feature")
+    told = last_message(requests[1])
+    assert "git branch feature made the branch, but you are still on the branch you" in told
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "note"),
+    [
+        ("git branch feature", "", "still on the branch you were on: switch to it with"),
+        ("git branch f\ngit add a\ngit commit -m a", "[main (root-commit) 36e1f08] a", "on main"),
+        ("git branch f\ngit status", "On branch dev\nnothing to commit", "still on dev: switch"),
+        ("git branch feature && git checkout feature", "", None),
+        ("git branch feature\ngit switch feature\ngit commit -m a", "[feature 36e1f08] a", None),
+        ("git branch -d old", "", None),
+        ("git branch", "* main", None),
+    ],
+)
+def test_a_note_says_when_a_new_branch_is_not_the_one_committed_to(command, output, note):
+    told = branch_note({"success": True, "output": output}, command).get("note")
+    assert (note in told) if note else told is None
 
 
 CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n" stays as written

@@ -65,9 +65,16 @@ def tool_shell(
             raise ToolError(refusal)
     if background:
         return start_background(ctx, command, max_memory_mb)
-    result = with_hint(run_in_sandbox(ctx, command, timeout, max_memory_mb), command)
-    root = str(ctx.workspace.root)
-    return missing_file_hint(syntax_error_hint(result, root), root)
+    result = run_in_sandbox(ctx, command, timeout, max_memory_mb)
+    return explained(result, command, str(ctx.workspace.root))
+
+
+def explained(result: dict, command: str, root: str) -> dict:
+    """A command's result with what its output tells the model to fix or know: each hint
+    reads only the command and its output (nothing is looked up)."""
+    result = with_hint(result, command)
+    result = missing_file_hint(syntax_error_hint(result, root), root)
+    return branch_note(unknown_argument_hint(result, command, root), command)
 
 
 NOT_FOUND = (
@@ -130,6 +137,49 @@ def missing_file_hint(result: dict, root: str) -> dict:
     if result.get("success") or not rel:
         return result
     result["error"] = f"{rel} does not exist: write it first, then use it"
+    return result
+
+
+_UNKNOWN_ARGUMENTS = re.compile(r"^([\w.-]+\.py): error: unrecognized arguments: (.+)$", re.M)
+
+
+def unknown_argument_hint(result: dict, command: str, root: str) -> dict:
+    """A workspace program whose parser (argparse) refused an argument: say to add it to the
+    program. A small model ran `python3 app.py Ann --shout` five times, "unrecognized
+    arguments: --shout" each time, and never opened app.py."""
+    found = _UNKNOWN_ARGUMENTS.search(result.get("output") or "")
+    words = command.split() if found else []
+    program = next((w for w in words if os.path.basename(w) == found.group(1)), "")
+    rel = _in_workspace(program, root) if program else ""
+    if result.get("success") or not rel:
+        return result
+    arguments = found.group(2).strip()
+    result["error"] = (
+        f"{rel} does not take {arguments}: add {arguments} to the parser in {rel} first, then "
+        "run it again"
+    )
+    return result
+
+
+_NEW_BRANCH = re.compile(r"^\s*git\s+branch\s+([\w.][\w./-]*)\s*$", re.M)
+_ON_BRANCH = re.compile(r"^(?:On branch (\S+)|\[(\S+) (?:\(root-commit\) )?[0-9a-f]{7,}\])", re.M)
+
+
+def branch_note(result: dict, command: str) -> dict:
+    """`git branch NAME` with no switch to NAME after it: say that commits still go to the
+    branch the repository is on (named when the output names it). A small model ran `git
+    branch feature` and committed the file the task wanted on feature to main."""
+    made = _NEW_BRANCH.search(command)
+    name = made.group(1) if made else ""
+    switched = rf"git\s+(?:checkout|switch)\s+{re.escape(name)}(?:\s|$)"
+    if not name or re.search(switched, command[made.end() :]):
+        return result
+    on = _ON_BRANCH.search(result.get("output") or "")
+    current = (on.group(1) or on.group(2)) if on else "the branch you were on"
+    result["note"] = (
+        f"git branch {name} made the branch, but you are still on {current}: switch to it "
+        f"with git checkout {name}"
+    )
     return result
 
 
