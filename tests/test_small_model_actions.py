@@ -727,6 +727,8 @@ def test_a_branch_made_without_switching_to_it_is_said_to_be_not_the_current_one
         ("git branch f\ngit status", "On branch dev\nnothing to commit", "still on dev: switch"),
         ("git branch feature && git checkout feature", "", None),
         ("git branch feature\ngit switch feature\ngit commit -m a", "[feature 36e1f08] a", None),
+        ("git branch feature\ngit checkout main", "Switched to branch 'main'", None),
+        ("git branch feature", "fatal: a branch named 'feature' already exists", None),
         ("git branch -d old", "", None),
         ("git branch", "* main", None),
     ],
@@ -734,6 +736,25 @@ def test_a_branch_made_without_switching_to_it_is_said_to_be_not_the_current_one
 def test_a_note_says_when_a_new_branch_is_not_the_one_committed_to(command, output, note):
     told = branch_note({"success": True, "output": output}, command).get("note")
     assert (note in told) if note else told is None
+
+
+CLEAN = "On branch main\nnothing to commit, working tree clean\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "error"),
+    [
+        ("git commit -m again", CLEAN, "nothing to commit: every change is already committed"),
+        (
+            "git add notes.txt\ngit commit -m notes",
+            "fatal: pathspec 'notes.txt' did not match any files\n" + CLEAN,
+            "notes.txt does not exist: write it first, then use it",  # the cause, not the effect
+        ),
+    ],
+)
+def test_a_commit_with_nothing_new_says_the_work_is_committed(command, output, error):
+    result = {"success": False, "exit_code": 1, "error": "exited with code 1", "output": output}
+    assert explained(result, command, "/work/ws")["error"].startswith(error)
 
 
 CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n" stays as written

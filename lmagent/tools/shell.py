@@ -71,8 +71,10 @@ def tool_shell(
 
 def explained(result: dict, command: str, root: str) -> dict:
     """A command's result with what its output tells the model to fix or know: each hint
-    reads only the command and its output (nothing is looked up)."""
-    result = with_hint(result, command)
+    reads only the command and its output (nothing is looked up); a later, more particular
+    one replaces an earlier error (`git add notes.txt` failing makes `git commit` find
+    nothing to commit: notes.txt is what to fix)."""
+    result = nothing_to_commit_hint(with_hint(result, command))
     result = missing_file_hint(syntax_error_hint(result, root), root)
     return branch_note(unknown_argument_hint(result, command, root), command)
 
@@ -162,24 +164,40 @@ def unknown_argument_hint(result: dict, command: str, root: str) -> dict:
 
 
 _NEW_BRANCH = re.compile(r"^\s*git\s+branch\s+([\w.][\w./-]*)\s*$", re.M)
+_SWITCH = re.compile(r"\bgit\s+(?:checkout|switch)\b")
 _ON_BRANCH = re.compile(r"^(?:On branch (\S+)|\[(\S+) (?:\(root-commit\) )?[0-9a-f]{7,}\])", re.M)
 
 
 def branch_note(result: dict, command: str) -> dict:
-    """`git branch NAME` with no switch to NAME after it: say that commits still go to the
-    branch the repository is on (named when the output names it). A small model ran `git
-    branch feature` and committed the file the task wanted on feature to main."""
+    """`git branch NAME` with no switch after it: say that commits still go to the branch the
+    repository is on (named when the output names it). A small model ran `git branch feature`
+    and committed the file the task wanted on feature to main."""
     made = _NEW_BRANCH.search(command)
+    output = result.get("output") or ""
     name = made.group(1) if made else ""
-    switched = rf"git\s+(?:checkout|switch)\s+{re.escape(name)}(?:\s|$)"
-    if not name or re.search(switched, command[made.end() :]):
+    switched = made and _SWITCH.search(command[made.end() :])
+    if not name or switched or f"branch named '{name}' already exists" in output:
         return result
-    on = _ON_BRANCH.search(result.get("output") or "")
+    on = _ON_BRANCH.search(output)
     current = (on.group(1) or on.group(2)) if on else "the branch you were on"
     result["note"] = (
         f"git branch {name} made the branch, but you are still on {current}: switch to it "
         f"with git checkout {name}"
     )
+    return result
+
+
+NOTHING_TO_COMMIT = (
+    "nothing to commit: every change is already committed (git log --oneline lists the commits)"
+)
+
+
+def nothing_to_commit_hint(result: dict) -> dict:
+    """`git commit` with nothing new: say the work is already committed. A small model that
+    had committed README.md went on to commit it again, five times."""
+    output = result.get("output") or ""
+    if not result.get("success") and "nothing to commit, working tree clean" in output:
+        result["error"] = NOTHING_TO_COMMIT
     return result
 
 
