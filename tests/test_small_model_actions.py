@@ -13,7 +13,7 @@ import pytest
 
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import named_paths, resembled_file
+from lmagent.loop.named import files_to_change, named_paths, resembled_file
 from lmagent.loop.run import UNSTICK_TEMPERATURE
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
 from tests.conftest import make_config
@@ -227,18 +227,17 @@ def test_a_program_block_without_a_path_is_the_named_file_it_changes(workspace, 
 
 
 @pytest.mark.parametrize(
-    "reply",
+    ("reply", "finishes"),
     [
-        "Use it like this:\n```python\nimport app\napp.main()\n```",  # an example: shown
-        "```bash\npython3 app.py Ann --shout\n```",  # a command: run
+        ("Use it like this:\n```python\nimport app\napp.main()\n```", 1),  # an example: shown
+        ("```bash\npython3 app.py Ann --shout\n```", 2),  # a command: run (and app.py unchanged)
     ],
 )
-def test_a_block_unlike_any_named_file_is_not_written(workspace, reply):
+def test_a_block_unlike_any_named_file_is_not_written(workspace, reply, finishes):
     """(a named file that exists: a block unlike it may be an example of its use)"""
     (workspace / "app.py").write_text(APP)
-    embedded_run(
-        workspace, [text(reply), text("Done.\nTASK_COMPLETE")], task="Add --shout to app.py"
-    )
+    steps = [text(reply), *[text("Done.\nTASK_COMPLETE")] * finishes]
+    embedded_run(workspace, steps, task="Add --shout to app.py")
     assert (workspace / "app.py").read_text() == APP
 
 
@@ -628,6 +627,48 @@ def test_finishing_with_an_empty_file_the_task_asks_for_is_questioned_once(works
     assert result.status == "completed" and len(requests) == 3
 
 
+SHOUT_TASK = "Add a --shout flag to app.py: with it, the greeting is printed in upper case."
+
+
+def test_finishing_a_change_with_no_file_changed_is_questioned_once(workspace):
+    """The 1.5B model ran app.py without the flag and said the flag had been added."""
+    (workspace / "app.py").write_text(APP)
+    run_it = text("```bash\npython3 app.py Ann\n```")
+    claim = text("The --shout flag has been added to app.py.")
+    steps = [run_it, claim, text(f"app.py\n```python\n{SHOUTING}```"), run_it, claim]
+    result, requests, _ = embedded_run(workspace, steps, task=SHOUT_TASK)
+    assert last_message(requests[2]) == (
+        "Not finished: app.py has not changed, and the task asks to change it. Write app.py "
+        "again, whole, with the change, then run it (python3 app.py) and reply TASK_COMPLETE."
+    )
+    assert result.status == "completed" and (workspace / "app.py").read_text() == SHOUTING
+
+
+@pytest.mark.parametrize(
+    ("task", "command"),
+    [
+        ("What does app.py print for Ann?", "python3 app.py Ann"),  # a question: no change
+        ("Add app.py to git and commit it.", "git init -q && git add app.py"),  # .git changed
+        ("Fix app.py if it is wrong.", "python3 app.py Ann"),  # asked once; it stands
+    ],
+)
+def test_a_task_that_asks_no_change_or_a_git_one_ends_as_the_model_says(workspace, task, command):
+    (workspace / "app.py").write_text(APP)
+    steps = [text(f"```bash\n{command}\n```"), text("It is right.\nTASK_COMPLETE")]
+    steps += [text("It is right.\nTASK_COMPLETE")] * task.startswith("Fix")
+    result, _, _ = embedded_run(workspace, steps, task=task)
+    assert result.status == "completed" and (workspace / "app.py").read_text() == APP
+
+
+def test_files_to_change_are_those_a_task_asking_for_a_change_names_that_exist():
+    look = lambda name, arguments: {"success": arguments["path"] == "a.py"}  # noqa: E731
+    assert files_to_change("Rename x to y in a.py and b.py.", look) == ["a.py"]
+    assert files_to_change("In a.py: please fix the bug.", look) == ["a.py"]
+    assert files_to_change("Add a flag (like x.py) to a.py.", look) == ["a.py"]
+    assert files_to_change("Why does a.py fail?", look) == []
+    assert files_to_change("Create a.py.", look) == []
+
+
 @pytest.mark.parametrize(
     "task",
     [
@@ -701,7 +742,7 @@ PARSED_APP += "args = parser.parse_args()\nprint(f'hello {args.name}')\n"
 def test_an_argument_a_workspace_program_refuses_is_to_be_added_to_its_parser(workspace):
     (workspace / "app.py").write_text(PARSED_APP)
     steps = [text("```bash\npython3 app.py Ann --shout\n```"), text("I see.\nTASK_COMPLETE")]
-    _, requests, _ = embedded_run(workspace, steps, task="Add --shout to app.py")
+    _, requests, _ = embedded_run(workspace, steps, task="What does app.py do with --shout?")
     told = last_message(requests[1])
     assert "app.py does not take --shout: add --shout to the parser in app.py first" in told
 

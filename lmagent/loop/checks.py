@@ -30,6 +30,26 @@ def check_nudge(programs: list[str]) -> str:
     )
 
 
+GIT_COMMAND = re.compile(r"(?:^|[;&|]\s*)git\s", re.M)  # changes what no checkpoint sees
+
+
+def unchanged_nudge(files: list[str]) -> str:
+    """For a model finishing a task that asks for a change to `files` with no file changed
+    (a small model ran app.py without the flag it was to add, and said the flag was added)."""
+    if len(files) > 1:
+        return (
+            f"Not finished: no file has changed yet, and the task asks to change "
+            f"{', '.join(files)}. Make the change, then check it and reply TASK_COMPLETE."
+        )
+    path = files[0]
+    runner = RUNNERS.get(Path(path).suffix)
+    check = f"run it ({runner} {path})" if runner else "show it"
+    return (
+        f"Not finished: {path} has not changed, and the task asks to change it. Write {path} "
+        f"again, whole, with the change, then {check} and reply TASK_COMPLETE."
+    )
+
+
 def next_step(path: str, unmade: dict[str, str]) -> str:
     """What a small model is told after it wrote a file: the next step. Without it, it answers
     a written file with the file again, changed at random, until it breaks it; and one asked

@@ -45,6 +45,24 @@ def example_paths(task: str) -> set[str]:
     }
 
 
+CHANGE_VERBS = (
+    "add", "fix", "change", "update", "rename", "implement", "refactor", "edit", "modify",
+    "remove", "delete", "replace", "convert", "append", "insert", "correct",
+)  # fmt: skip
+_ASKS_CHANGE = re.compile(rf"(?:^|[.:;!]\s+)(?:please\s+)?(?:{'|'.join(CHANGE_VERBS)})\b", re.I)
+
+
+def files_to_change(task: str, look: Look) -> list[str]:
+    """The files a task that asks for a change (it, or a sentence of it, starts with a verb
+    such as add or fix) names and that exist; none for any other task (a question, a new
+    file)."""
+    if not _ASKS_CHANGE.search(task.strip()):
+        return []
+    examples = example_paths(task)
+    named = [path for path in named_paths(task) if not path.endswith("/")]
+    return [p for p in named if p not in examples and look("read", {"path": p}).get("success")]
+
+
 def unmade(paths: list[str], look: Look) -> dict[str, str]:
     """Of the files a task asks for (`paths`, folders aside), those still missing or empty:
     {path: "missing" or "empty"}."""

@@ -42,7 +42,13 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import RAN_NEXT, WorkChecks, next_step
+from lmagent.loop.checks import (
+    GIT_COMMAND,
+    RAN_NEXT,
+    WorkChecks,
+    next_step,
+    unchanged_nudge,
+)
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import (
@@ -57,6 +63,7 @@ from lmagent.loop.named import (
     can_create,
     example_paths,
     file_for_block,
+    files_to_change,
     named_files_message,
     named_paths,
     unmade,
@@ -214,6 +221,7 @@ class AgentRun:
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
         self.nudged_unmade = False
+        self.nudged_unchanged = False
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
@@ -225,6 +233,7 @@ class AgentRun:
         self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
         self.to_create: list[str] = []  # ... that did not exist when it was given
+        self.to_change: list[str] = []  # ... that existed, when it asks for a change
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
         self.outcome = Outcome()  # what this run did, for its ending
@@ -407,6 +416,7 @@ class AgentRun:
         self.to_create = [
             path for path in self.named if path not in examples and can_create(path, self.look)
         ]
+        self.to_change = files_to_change(task, self.look)
         text = named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text})
@@ -784,7 +794,7 @@ class AgentRun:
             return
         if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
             return
-        if COMPLETE_LINE.search(content) and self.finishes_unmade():
+        if COMPLETE_LINE.search(content) and (self.finishes_unmade() or self.finishes_unchanged()):
             return
         if COMPLETE_LINE.search(content) and self.finishes_unchecked():
             return
@@ -806,7 +816,7 @@ class AgentRun:
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
             self.nudge(self.nothing_done_nudge(content))
             return
-        if not self.finishes_unmade():
+        if not (self.finishes_unmade() or self.finishes_unchanged()):
             raise Completed(content.strip())
 
     def nothing_done_nudge(self, answer: str = "") -> str:
@@ -838,6 +848,19 @@ class AgentRun:
             self.nudged_unmade = True
             self.nudge(unmade_nudge(missing))
         return bool(missing)
+
+    def finishes_unchanged(self) -> bool:
+        """Nudge once (True) a model calling tools as text (a small one) that finishes a task
+        asking for a change to files that exist (lmagent.loop.named.files_to_change) with no
+        file changed in this run and no git command run (the checkpoints do not see .git). A
+        1.5B model ran app.py without the flag it was to add and said the flag was added."""
+        if not (self.text_calls and self.called_tools and self.to_change) or self.nudged_unchanged:
+            return False
+        if self.outcome.files or any(GIT_COMMAND.search(c) for c in self.outcome.commands):
+            return False
+        self.nudged_unchanged = True
+        self.nudge(unchanged_nudge(self.to_change))
+        return True
 
     def unmade(self) -> dict[str, str]:
         """The files the task asks for that are still missing or empty."""
