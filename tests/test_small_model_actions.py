@@ -8,10 +8,12 @@ The replies scripted here are what Qwen2.5-Coder-1.5B wrote in bench/bench_tasks
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
+from lmagent.loop.checks import WorkChecks
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import files_to_change, named_paths, resembled_file
 from lmagent.loop.run import UNSTICK_TEMPERATURE
@@ -658,6 +660,56 @@ def test_a_task_that_asks_no_change_or_a_git_one_ends_as_the_model_says(workspac
     steps += [text("It is right.\nTASK_COMPLETE")] * task.startswith("Fix")
     result, _, _ = embedded_run(workspace, steps, task=task)
     assert result.status == "completed" and (workspace / "app.py").read_text() == APP
+
+
+COMMIT = "git -c user.name=a -c user.email=a@b.c commit -qm notes"
+
+
+def test_finishing_a_commit_task_with_changes_after_the_last_commit_is_questioned_once(workspace):
+    """The 1.5B model switched to feature, wrote notes.txt there and was done."""
+    steps = [
+        text("```bash\ngit init -q\ngit checkout -q -b feature\n```"),
+        text('```bash\necho "notes" > notes.txt\ncat notes.txt\n```'),
+        text("Done.\nTASK_COMPLETE"),
+        text(f"```bash\ngit add notes.txt\n{COMMIT}\n```"),
+        text("Done.\nTASK_COMPLETE"),
+    ]
+    task = "Create a branch feature and commit a new file notes.txt on it."
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    assert last_message(requests[3]) == (
+        "Not finished: notes.txt changed after the last commit, and the task asks to commit. "
+        "Commit: git add notes.txt && git commit -m MESSAGE; then reply TASK_COMPLETE."
+    )
+    assert result.status == "completed"
+    log = subprocess.run(
+        ["git", "log", "--format=%s", "feature"],
+        cwd=workspace,
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    assert log.stdout == "notes\n"
+
+
+@pytest.mark.parametrize(
+    ("changed", "command", "uncommitted"),
+    [
+        (["notes.txt"], "echo notes > notes.txt", ["notes.txt"]),
+        (["notes.txt"], f"echo notes > notes.txt && git add . && {COMMIT}", []),
+        (["__pycache__/u.cpython-311.pyc", ".pytest_cache/v"], "python3 -m pytest", []),
+    ],
+)
+def test_files_changed_since_the_last_commit_leave_out_caches(changed, command, uncommitted):
+    checks = WorkChecks()
+    checks.record("shell", {"command": command}, {"success": True}, {"changed": changed})
+    assert checks.uncommitted == uncommitted
+
+
+def test_a_task_that_asks_no_commit_ends_with_changes_uncommitted(workspace):
+    steps = [text("```bash\ngit init -q\necho x > notes.txt\ncat notes.txt\n```")]
+    steps += [text("Done.\nTASK_COMPLETE")]
+    result, _, _ = embedded_run(workspace, steps, task="Start a repository with notes.txt.")
+    assert result.status == "completed"
 
 
 def test_files_to_change_are_those_a_task_asking_for_a_change_names_that_exist():

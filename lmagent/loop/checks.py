@@ -31,6 +31,8 @@ def check_nudge(programs: list[str]) -> str:
 
 
 GIT_COMMAND = re.compile(r"(?:^|[;&|]\s*)git\s", re.M)  # changes what no checkpoint sees
+GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
+CACHES = re.compile(r"(?:^|/)(?:__pycache__|\.pytest_cache)/|\.pyc$")  # made by runs: no commit
 
 
 def unchanged_nudge(files: list[str]) -> str:
@@ -47,6 +49,16 @@ def unchanged_nudge(files: list[str]) -> str:
     return (
         f"Not finished: {path} has not changed, and the task asks to change it. Write {path} "
         f"again, whole, with the change, then {check} and reply TASK_COMPLETE."
+    )
+
+
+def commit_nudge(files: list[str]) -> str:
+    """For a model finishing a task that asks for a commit with `files` changed after the last
+    one (a small model switched to the branch, wrote notes.txt there and was done)."""
+    names = " ".join(files[:3])
+    return (
+        f"Not finished: {', '.join(files[:3])} changed after the last commit, and the task asks "
+        f"to commit. Commit: git add {names} && git commit -m MESSAGE; then reply TASK_COMPLETE."
     )
 
 
@@ -84,11 +96,13 @@ def run_by(command: str, programs: set[str]) -> set[str]:
 
 class WorkChecks:
     """`unchecked`: files changed silently since the model last looked at a result; `unrun`:
-    programs changed since it last ran a command. `before_finishing` asks once."""
+    programs changed since it last ran a command; `uncommitted`: files changed since its last
+    commit. `before_finishing` asks once."""
 
     def __init__(self):
         self.unchecked = False
         self.unrun: set[str] = set()
+        self.uncommitted: list[str] = []
         self.asked = False
 
     def record(self, name: str, arguments: object, result: dict, change: dict) -> bool:
@@ -103,6 +117,10 @@ class WorkChecks:
         shown = result.get("content") or result.get("output")
         command = str(arguments.get("command", "") if isinstance(arguments, dict) else "")
         made = {path for path in changed if Path(path).suffix in RUNNERS}
+        kept = [path for path in changed if not CACHES.search(path)]
+        self.uncommitted += [path for path in kept if path not in self.uncommitted]
+        if name == "shell" and result.get("success") and GIT_COMMIT.search(command):
+            self.uncommitted.clear()
         named = run_by(command, self.unrun | made) if name == "shell" else set()
         tested = result.get("output") and self.unrun  # pytest: names no program
         ran = name == "shell" and result.get("success") and not only_looks(command)

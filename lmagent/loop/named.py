@@ -52,6 +52,10 @@ CHANGE_VERBS = (
 _ASKS_CHANGE = re.compile(rf"(?:^|[.:;!]\s+)(?:please\s+)?(?:{'|'.join(CHANGE_VERBS)})\b", re.I)
 
 
+def asks_commit(task: str) -> bool:
+    return re.search(r"\bcommit", task, re.I) is not None
+
+
 def files_to_change(task: str, look: Look) -> list[str]:
     """The files a task that asks for a change (it, or a sentence of it, starts with a verb
     such as add or fix) names and that exist; none for any other task (a question, a new

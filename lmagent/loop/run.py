@@ -46,6 +46,7 @@ from lmagent.loop.checks import (
     GIT_COMMAND,
     RAN_NEXT,
     WorkChecks,
+    commit_nudge,
     next_step,
     unchanged_nudge,
 )
@@ -60,6 +61,7 @@ from lmagent.loop.history import (
 )
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import (
+    asks_commit,
     can_create,
     example_paths,
     file_for_block,
@@ -222,6 +224,7 @@ class AgentRun:
         self.nudged_blocked = False  # since the last call that succeeded
         self.nudged_unmade = False
         self.nudged_unchanged = False
+        self.nudged_uncommitted = False
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
@@ -794,7 +797,7 @@ class AgentRun:
             return
         if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
             return
-        if COMPLETE_LINE.search(content) and (self.finishes_unmade() or self.finishes_unchanged()):
+        if COMPLETE_LINE.search(content) and self.finishes_undone():
             return
         if COMPLETE_LINE.search(content) and self.finishes_unchecked():
             return
@@ -816,8 +819,12 @@ class AgentRun:
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
             self.nudge(self.nothing_done_nudge(content))
             return
-        if not (self.finishes_unmade() or self.finishes_unchanged()):
+        if not self.finishes_undone():
             raise Completed(content.strip())
+
+    def finishes_undone(self) -> bool:
+        """Whether a model finishing now is told once what the task still asks for."""
+        return self.finishes_unmade() or self.finishes_unchanged() or self.finishes_uncommitted()
 
     def nothing_done_nudge(self, answer: str = "") -> str:
         """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
@@ -860,6 +867,17 @@ class AgentRun:
             return False
         self.nudged_unchanged = True
         self.nudge(unchanged_nudge(self.to_change))
+        return True
+
+    def finishes_uncommitted(self) -> bool:
+        """Nudge once (True) a model calling tools as text (a small one) that finishes a task
+        asking for a commit with files changed after its last commit (lmagent.loop.checks)."""
+        task = str(self.session.meta.get("task") or "")
+        files = self.checks.uncommitted
+        if not (self.text_calls and files and asks_commit(task)) or self.nudged_uncommitted:
+            return False
+        self.nudged_uncommitted = True
+        self.nudge(commit_nudge(files))
         return True
 
     def unmade(self) -> dict[str, str]:
