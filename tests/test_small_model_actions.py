@@ -712,6 +712,19 @@ def test_a_task_that_asks_no_commit_ends_with_changes_uncommitted(workspace):
     assert result.status == "completed"
 
 
+def test_a_file_to_change_that_leads_out_of_the_workspace_is_never_read(workspace, tmp_path):
+    """Attack: the task names a link to a host file as the file to change; it is read through
+    the workspace's rules (refused: not a file to change), so nothing of it reaches the model
+    and finishing without changing it is not questioned."""
+    secret = tmp_path / "secret.py"
+    secret.write_text("host-secret = 1\n")
+    (workspace / "link.py").symlink_to(secret)
+    steps = [text("```bash\nls\n```"), text("Nothing to fix.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in link.py.")
+    assert result.status == "completed" and len(requests) == 2
+    assert all("host-secret" not in str(r["messages"]) for r in requests)
+
+
 def test_files_to_change_are_those_a_task_asking_for_a_change_names_that_exist():
     look = lambda name, arguments: {"success": arguments["path"] == "a.py"}  # noqa: E731
     assert files_to_change("Rename x to y in a.py and b.py.", look) == ["a.py"]
