@@ -819,7 +819,8 @@ def test_an_argument_refused_by_a_program_outside_the_workspace_is_left_as_it_is
 
 
 def test_a_branch_made_without_switching_to_it_is_said_to_be_not_the_current_one(workspace):
-    steps = [text("```bash\ngit init -q\ngit branch feature\n```"), text("OK.\nTASK_COMPLETE")]
+    start = f"git init -q && {COMMIT} --allow-empty"
+    steps = [text(f"```bash\n{start}\ngit branch feature\n```"), text("OK.\nTASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="Make a branch feature")
     told = last_message(requests[1])
     assert "git branch feature made the branch, but you are still on the branch you" in told
@@ -835,6 +836,7 @@ def test_a_branch_made_without_switching_to_it_is_said_to_be_not_the_current_one
         ("git branch feature\ngit switch feature\ngit commit -m a", "[feature 36e1f08] a", None),
         ("git branch feature\ngit checkout main", "Switched to branch 'main'", None),
         ("git branch feature", "fatal: a branch named 'feature' already exists", None),
+        ("git branch feature", "fatal: not a valid object name: 'main'", None),  # no commit yet
         ("git branch -d old", "", None),
         ("git branch", "* main", None),
     ],

@@ -165,6 +165,9 @@ def unknown_argument_hint(result: dict, command: str, root: str) -> dict:
 
 _NEW_BRANCH = re.compile(r"^\s*git\s+branch\s+([\w.][\w./-]*)\s*$", re.M)
 _SWITCH = re.compile(r"\bgit\s+(?:checkout|switch)\b")
+_NO_NEW_BRANCH = re.compile(  # the branch was there, or could not be made
+    r"fatal: (?:a branch named '[^']+' already exists|not a git repository|not a valid object)"
+)
 _ON_BRANCH = re.compile(r"^(?:On branch (\S+)|\[(\S+) (?:\(root-commit\) )?[0-9a-f]{7,}\])", re.M)
 
 
@@ -176,7 +179,7 @@ def branch_note(result: dict, command: str) -> dict:
     output = result.get("output") or ""
     name = made.group(1) if made else ""
     switched = made and _SWITCH.search(command[made.end() :])
-    if not name or switched or f"branch named '{name}' already exists" in output:
+    if not name or switched or _NO_NEW_BRANCH.search(output):
         return result
     on = _ON_BRANCH.search(output)
     current = (on.group(1) or on.group(2)) if on else "the branch you were on"
