@@ -325,12 +325,35 @@ def test_a_command_run_again_after_a_fix_is_taken_as_it_is(workspace):
 
 
 def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_sampled(workspace):
-    same = text("```bash\ncat missing.txt\n```")
-    steps = [same, same, same, same, text("It does not exist.\nTASK_COMPLETE")]
-    _, requests, _ = embedded_run(workspace, steps)
+    same = text("```bash\nls\n```")
+    steps = [same, same, same, same, text("Nothing here.\nTASK_COMPLETE")]
+    _, requests, events = embedded_run(workspace, steps)
     temperatures = [0.0, 0.0, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE]
     assert [r["temperature"] for r in requests] == temperatures
-    assert "failed before in the same way" in last_message(requests[4])
+    assert len([e for e in events if e["type"] == "tool_call"]) == 2  # run again, as it was
+    assert "already succeeded before" in last_message(requests[4])
+
+
+def test_a_failed_reply_repeated_after_every_resample_is_not_run_and_the_error_said_again(
+    workspace,
+):
+    """Run again, its failure enters the history twice, and the model copies it again."""
+    same = text("```bash\ncat missing.txt\n```")
+    steps = [same, same, same, same, text("It does not exist.\nTASK_COMPLETE")]
+    _, requests, events = embedded_run(workspace, steps)
+    assert len([e for e in events if e["type"] == "tool_call"]) == 1
+    assert last_message(requests[4]) == (
+        "Not run: cat missing.txt would fail the same way, as nothing has changed. command "
+        "exited with code 1: cat: missing.txt: No such file or directory. Change what the "
+        "error points at first, or do something else."
+    )
+
+
+def test_a_model_that_keeps_repeating_a_failed_reply_is_blocked(workspace):
+    same = text("```bash\ncat missing.txt\n```")
+    result, requests, _ = embedded_run(workspace, [same] * 13)  # each asked for 3 times
+    assert result.status == "blocked" and "repeating actions that fail" in result.message
+    assert "Not run:" in last_message(requests[-1])
 
 
 def test_part_of_a_failed_command_run_again_alone_is_asked_for_again(workspace):
@@ -554,14 +577,16 @@ def test_a_plain_answer_is_accepted_the_second_time(workspace):
     assert (result.status, result.message, len(requests)) == ("completed", "4", 2)
 
 
-def test_a_failed_call_repeated_unchanged_is_told_it_will_fail_again(workspace):
+def test_a_failed_call_repeated_unchanged_is_not_run_again(workspace):
     """Other words around the same command are the same action: asked for again, twice."""
     again, done = "```bash\npython3 missing.py\n```", "Gone.\nTASK_COMPLETE"
     steps = [text(again), text("Trying again:\n" + again), text(again), text(again), text(done)]
     _, requests, _ = embedded_run(workspace, steps)
-    assert "failed before in the same way" not in last_message(requests[1])
     assert [r["temperature"] for r in requests[2:4]] == [UNSTICK_TEMPERATURE] * 2
-    assert "failed before in the same way" in last_message(requests[4])
+    assert last_message(requests[4]) == (
+        "Not run: python3 missing.py would fail the same way, as nothing has changed. "
+        "missing.py does not exist: write it first, then use it."
+    )
 
 
 def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):
@@ -776,8 +801,9 @@ def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
     ]
     result, requests, _ = embedded_run(workspace, steps, task="Create hello.py that prints hi")
     assert (
-        '"error": "hello.py is not valid Python: SyntaxError at line 1 (invalid syntax). Fix '
-        'hello.py first: write it again, whole, as Python code; then run it"'
+        '"error": "hello.py is not valid Python: SyntaxError at line 1 (invalid syntax). Write '
+        "hello.py again, whole, as Python code (its path on a line of its own, then a ```python "
+        'block); then run it"'
     ) in last_message(requests[1])
     assert result.status == "completed"
 
@@ -809,7 +835,10 @@ def test_an_argument_a_workspace_program_refuses_is_to_be_added_to_its_parser(wo
     steps = [text("```bash\npython3 app.py Ann --shout\n```"), text("I see.\nTASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="What does app.py do with --shout?")
     told = last_message(requests[1])
-    assert "app.py does not take --shout: add --shout to the parser in app.py first" in told
+    assert (
+        "app.py does not take --shout yet: write app.py again, whole, with --shout added to its "
+        "parser, then run it again"
+    ) in told
 
 
 def test_an_argument_refused_by_a_program_outside_the_workspace_is_left_as_it_is():

@@ -96,6 +96,17 @@ def unmade_nudge(unmade: dict[str, str]) -> str:
     )
 
 
+def not_run_again(command: str, error: str) -> str:
+    """For a small model repeating actions that failed, with no file changed since: the
+    command (when it is one line) and its error said again, with what to do when the error
+    does not say it (told after an error that does, a 1.5B model repeated the command)."""
+    what = command if command and "\n" not in command else "it"
+    told = f"Not run: {what} would fail the same way, as nothing has changed. {error.rstrip('.')}."
+    if "exited with code" in error:
+        told += " Change what the error points at first, or do something else."
+    return told
+
+
 def unmade_text(unmade: dict[str, str]) -> str:
     """ "the task asks for squares.py, which is not written yet; older.txt is empty (...)"."""
     missing = [path for path, why in unmade.items() if why == "missing"]

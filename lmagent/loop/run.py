@@ -92,6 +92,7 @@ from lmagent.loop.prompts import (
     answer_not_saved,
     bare_complete,
     final_text,
+    not_run_again,
     open_work_nudge,
     parse_plan,
     parse_wait,
@@ -232,6 +233,8 @@ class AgentRun:
         self.loop_message = ""
         self.replies: set[tuple[str, int]] = set()  # (reply, changes after it), to notice
         self.ran: list[dict] = []  # the calls of this step that ran
+        self.error = ""  # the first error they met
+        self.failed: dict[tuple[str, int], str] = {}  # (reply, changes after it): its error
         self.changes = 0  # calls in this run that changed files: a repeat after one is not
         self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
@@ -361,12 +364,14 @@ class AgentRun:
         answering = self.reply_rule() == "answer"
         reply = self.resampled(self.query())
         said = self.notice_repeat(reply)
-        self.ran = []
+        self.ran, self.error = [], ""
         try:
             self.take(reply, answering)
         finally:  # with the files as its actions left them: the same reply again is a repeat
             for done in {said, *_parts(self.ran)}:
                 self.replies.add((done, self.changes))
+            if self.ran and self.error:
+                self.failed[(said, self.changes)] = self.error
 
     def take(self, reply, answering: bool) -> None:
         """Act on the model's reply: run its calls, or decide what its answer means."""
@@ -392,6 +397,8 @@ class AgentRun:
         if not calls:
             self.session.append(message)
             self.decide(reply.content)
+            return
+        if self.fails_again(reply, message):
             return
         self.format_errors = 0
         self.nudges = 0
@@ -501,6 +508,23 @@ class AgentRun:
                 return sample
         self.emit("status", message="no new reply; taking the repeated one")
         return reply
+
+    def fails_again(self, reply, message: dict) -> bool:
+        """For a small model (text calls, cold sampling), actions that failed before, with no
+        file changed since, are not run again (True): they would fail the same way, and a
+        failure repeated in the history is copied again (a 1.5B model ran `python3 app.py Ann
+        --shout` five times, its parser refusing --shout each time). The model is told so,
+        with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked."""
+        error = self.failed.get(self.said(reply))
+        if not (self.text_calls and self.samples_cold) or error is None:
+            return False
+        self.session.append(message)
+        self.emit("status", message="not run: it failed before, and nothing has changed since")
+        calls = self.actions_of(reply)
+        arguments = calls[0]["arguments"] if len(calls) == 1 else {}
+        command = str(arguments.get("command", "")) if isinstance(arguments, dict) else ""
+        self.push(not_run_again(command, error), "the model keeps repeating actions that fail")
+        return True
 
     def repeats_an_action(self, reply) -> bool:
         return bool(self.actions_of(reply)) and self.said(reply) in self.replies
@@ -656,6 +680,8 @@ class AgentRun:
                 continue
             result = self.run_call(call)
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
+            if not (result.get("success") or self.error):
+                self.error = _failure(result)
             self.nudged_blocked = self.nudged_blocked and not result.get("success")
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
@@ -1037,6 +1063,15 @@ def _command_lines(command: str) -> list[str]:
     continued = any(line.endswith(CONTINUED) for line in lines)
     quoted = any(line.count('"') % 2 or line.count("'") % 2 for line in lines)
     return lines if len(lines) > 1 and "<<" not in command and not (continued or quoted) else []
+
+
+def _failure(result: dict) -> str:
+    """A failed result's error, with the last line of the output when the error says only
+    how the command exited ("command exited with code 1: cat: x: No such file or
+    directory")."""
+    error = str(result.get("error") or "it failed")
+    lines = str(result.get("output") or "").strip().splitlines()
+    return f"{error}: {lines[-1].strip()[:200]}" if "exited with code" in error and lines else error
 
 
 def _is_empty(reply) -> bool:

@@ -66,16 +66,18 @@ def tool_shell(
     if background:
         return start_background(ctx, command, max_memory_mb)
     result = run_in_sandbox(ctx, command, timeout, max_memory_mb)
-    return explained(result, command, str(ctx.workspace.root))
+    blocks = getattr(ctx.extras.get("client"), "tool_form", "") == "text"
+    return explained(result, command, str(ctx.workspace.root), blocks)
 
 
-def explained(result: dict, command: str, root: str) -> dict:
+def explained(result: dict, command: str, root: str, blocks: bool = False) -> dict:
     """A command's result with what its output tells the model to fix or know: each hint
     reads only the command and its output (nothing is looked up); a later, more particular
     one replaces an earlier error (`git add notes.txt` failing makes `git commit` find
-    nothing to commit: notes.txt is what to fix)."""
+    nothing to commit: notes.txt is what to fix). `blocks`: the model writes files as
+    fenced blocks (text calls), and is told how where it is to write one."""
     result = nothing_to_commit_hint(with_hint(result, command))
-    result = missing_file_hint(syntax_error_hint(result, root), root)
+    result = missing_file_hint(syntax_error_hint(result, root, blocks), root)
     return branch_note(unknown_argument_hint(result, command, root), command)
 
 
@@ -109,7 +111,7 @@ _PY_SYNTAX = re.compile(
 )
 
 
-def syntax_error_hint(result: dict, root: str) -> dict:
+def syntax_error_hint(result: dict, root: str, blocks: bool = False) -> dict:
     """A workspace program Python could not read: the error names the file and line to fix. (A
     small model that put `Hello, world!` into hello.py rewrote the command that ran it, adding
     a shebang, three times.) The path is compared as text: nothing is looked up."""
@@ -118,9 +120,10 @@ def syntax_error_hint(result: dict, root: str) -> dict:
     if result.get("success") or not rel:
         return result  # no syntax error, or a library's file: not the model's to fix
     line, kind, message = found.group(2, 3, 4)
+    how = " (its path on a line of its own, then a ```python block)" if blocks else ""
     result["error"] = (
-        f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Fix {rel} "
-        "first: write it again, whole, as Python code; then run it"
+        f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Write {rel} "
+        f"again, whole, as Python code{how}; then run it"
     )
     return result
 
@@ -157,8 +160,8 @@ def unknown_argument_hint(result: dict, command: str, root: str) -> dict:
         return result
     arguments = found.group(2).strip()
     result["error"] = (
-        f"{rel} does not take {arguments}: add {arguments} to the parser in {rel} first, then "
-        "run it again"
+        f"{rel} does not take {arguments} yet: write {rel} again, whole, with {arguments} "
+        "added to its parser, then run it again"
     )
     return result
 
