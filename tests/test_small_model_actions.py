@@ -801,9 +801,9 @@ def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
     ]
     result, requests, _ = embedded_run(workspace, steps, task="Create hello.py that prints hi")
     assert (
-        '"error": "hello.py is not valid Python: SyntaxError at line 1 (invalid syntax). Write '
-        "hello.py again, whole, as Python code (its path on a line of its own, then a ```python "
-        'block); then run it"'
+        '"error": "hello.py is not valid Python: SyntaxError at line 1 (invalid syntax). Fix '
+        "hello.py first: write it again, whole, as Python code (its path on a line of its own, "
+        'then a ```python block); then run it"'
     ) in last_message(requests[1])
     assert result.status == "completed"
 

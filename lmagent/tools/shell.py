@@ -122,8 +122,8 @@ def syntax_error_hint(result: dict, root: str, blocks: bool = False) -> dict:
     line, kind, message = found.group(2, 3, 4)
     how = " (its path on a line of its own, then a ```python block)" if blocks else ""
     result["error"] = (
-        f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Write {rel} "
-        f"again, whole, as Python code{how}; then run it"
+        f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Fix {rel} "
+        f"first: write it again, whole, as Python code{how}; then run it"
     )
     return result
 
