@@ -716,6 +716,17 @@ def test_finishing_a_commit_task_with_changes_after_the_last_commit_is_questione
     assert log.stdout == "notes\n"
 
 
+def test_a_commit_names_finishing_as_the_next_step(workspace):
+    """Committed as asked, the 1.5B model went on to ls, git status, git diff and the same
+    commit again."""
+    (workspace / "README.md").write_text("# demo\n")
+    steps = [text(f"```bash\ngit init -q\ngit add README.md\n{COMMIT}\n```"), text("TASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Commit README.md.")
+    told = last_message(requests[1])
+    assert '"next": "committed; if that was all the task asks, reply TASK_COMPLETE"' in told
+    assert result.status == "completed"
+
+
 @pytest.mark.parametrize(
     ("changed", "command", "uncommitted"),
     [

@@ -75,6 +75,7 @@ def next_step(path: str, unmade: dict[str, str]) -> str:
     return f"saved; next, run it to check it does what the task asks: {runner} {path}"
 
 
+COMMITTED_NEXT = "committed; if that was all the task asks, reply TASK_COMPLETE"
 RAN_NEXT = (
     "it ran without an error; if its output is what the task asks for, reply TASK_COMPLETE, "
     "otherwise fix what is wrong"

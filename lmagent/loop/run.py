@@ -43,7 +43,9 @@ from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.checks import (
+    COMMITTED_NEXT,
     GIT_COMMAND,
+    GIT_COMMIT,
     RAN_NEXT,
     WorkChecks,
     commit_nudge,
@@ -731,15 +733,20 @@ class AgentRun:
         return result
 
     def name_next_step(self, name: str, arguments: object, result: dict, ran: bool) -> None:
-        """For a small model, on the result of a write (lmagent.loop.checks.next_step) or of
-        the first clean run of what it changed (`ran`), while nothing the task asks for is
-        missing."""
+        """For a small model, on the result of a write (lmagent.loop.checks.next_step), of
+        the first clean run of what it changed (`ran`) or of a commit, while nothing the task
+        asks for is missing (a 1.5B model that had committed as asked went on to ls, git
+        status, git diff and the same commit again)."""
         path = arguments.get("path", "") if isinstance(arguments, dict) else ""
+        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+        committed = name == "shell" and result.get("success") and GIT_COMMIT.search(str(command))
         if name == "write" and result.get("success"):
             others = {other: why for other, why in self.unmade().items() if other != path}
             result["next"] = next_step(str(path), others)
         elif ran and not self.unmade():
             result["next"] = RAN_NEXT
+        elif committed and not self.unmade():
+            result["next"] = COMMITTED_NEXT
 
     def merged_block(self, arguments: dict) -> tuple[dict, str]:
         """A Python file block holding only some of the file's definitions, merged into the
