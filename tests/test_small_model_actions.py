@@ -852,6 +852,18 @@ def test_an_argument_a_workspace_program_refuses_is_to_be_added_to_its_parser(wo
     ) in told
 
 
+def test_a_flag_declared_to_take_a_value_is_to_be_declared_store_true(workspace):
+    (workspace / "app.py").write_text(
+        PARSED_APP.replace("args =", "parser.add_argument('--shout')\nargs =")
+    )
+    steps = [text("```bash\npython3 app.py Ann --shout\n```"), text("I see.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="What does app.py do with --shout?")
+    assert (
+        "app.py declares --shout as taking a value. A flag that takes none is declared with "
+        "action='store_true'"
+    ) in last_message(requests[1])
+
+
 def test_an_argument_refused_by_a_program_outside_the_workspace_is_left_as_it_is():
     output = "usage: tool.py [-h]\ntool.py: error: unrecognized arguments: --x\n"
     result = {"success": False, "error": "command exited with code 2", "output": output}

@@ -78,7 +78,7 @@ def explained(result: dict, command: str, root: str, blocks: bool = False) -> di
     fenced blocks (text calls), and is told how where it is to write one."""
     result = nothing_to_commit_hint(with_hint(result, command))
     result = missing_file_hint(syntax_error_hint(result, root, blocks), root)
-    return branch_note(unknown_argument_hint(result, command, root), command)
+    return branch_note(parser_hint(result, command, root), command)
 
 
 NOT_FOUND = (
@@ -145,24 +145,35 @@ def missing_file_hint(result: dict, root: str) -> dict:
     return result
 
 
-_UNKNOWN_ARGUMENTS = re.compile(r"^([\w.-]+\.py): error: unrecognized arguments: (.+)$", re.M)
+_PARSER_ERROR = re.compile(
+    r"^([\w.-]+\.py): error: (?:unrecognized arguments: (.+)|argument (-[\w-]+)(?:/\S+)?: "
+    r"expected one argument)$",
+    re.M,
+)
 
 
-def unknown_argument_hint(result: dict, command: str, root: str) -> dict:
-    """A workspace program whose parser (argparse) refused an argument: say to add it to the
-    program. A small model ran `python3 app.py Ann --shout` five times, "unrecognized
-    arguments: --shout" each time, and never opened app.py."""
-    found = _UNKNOWN_ARGUMENTS.search(result.get("output") or "")
+def parser_hint(result: dict, command: str, root: str) -> dict:
+    """A workspace program whose parser (argparse) refused its arguments: say what to change
+    in the program. A small model ran `python3 app.py Ann --shout` five times, "unrecognized
+    arguments: --shout" each time, and never opened app.py; then it declared --shout without
+    `action='store_true'`, and argparse wanted a value after it."""
+    found = _PARSER_ERROR.search(result.get("output") or "")
     words = command.split() if found else []
     program = next((w for w in words if os.path.basename(w) == found.group(1)), "")
     rel = _in_workspace(program, root) if program else ""
     if result.get("success") or not rel:
         return result
-    arguments = found.group(2).strip()
-    result["error"] = (
-        f"{rel} does not take {arguments} yet: write {rel} again, whole, with {arguments} "
-        "added to its parser, then run it again"
-    )
+    unknown, valued = found.group(2), found.group(3)
+    if unknown:
+        result["error"] = (
+            f"{rel} does not take {unknown.strip()} yet: write {rel} again, whole, with "
+            f"{unknown.strip()} added to its parser, then run it again"
+        )
+    else:
+        result["error"] = (
+            f"{rel} declares {valued} as taking a value. A flag that takes none is declared "
+            f"with action='store_true': write {rel} again, whole, with that, then run it again"
+        )
     return result
 
 
