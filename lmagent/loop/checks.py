@@ -35,33 +35,6 @@ GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
 CACHES = re.compile(r"(?:^|/)(?:__pycache__|\.pytest_cache)/|\.pyc$")  # made by runs: no commit
 
 
-def unchanged_nudge(files: list[str]) -> str:
-    """For a model finishing a task that asks for a change to `files` with no file changed
-    (a small model ran app.py without the flag it was to add, and said the flag was added)."""
-    if len(files) > 1:
-        return (
-            f"Not finished: no file has changed yet, and the task asks to change "
-            f"{', '.join(files)}. Make the change, then check it and reply TASK_COMPLETE."
-        )
-    path = files[0]
-    runner = RUNNERS.get(Path(path).suffix)
-    check = f"run it ({runner} {path})" if runner else "show it"
-    return (
-        f"Not finished: {path} has not changed, and the task asks to change it. Write {path} "
-        f"again, whole, with the change, then {check} and reply TASK_COMPLETE."
-    )
-
-
-def commit_nudge(files: list[str]) -> str:
-    """For a model finishing a task that asks for a commit with `files` changed after the last
-    one (a small model switched to the branch, wrote notes.txt there and was done)."""
-    names = " ".join(files[:3])
-    return (
-        f"Not finished: {', '.join(files[:3])} changed after the last commit, and the task asks "
-        f"to commit. Commit: git add {names} && git commit -m MESSAGE; then reply TASK_COMPLETE."
-    )
-
-
 def next_step(path: str, unmade: dict[str, str]) -> str:
     """What a small model is told after it wrote a file: the next step. Without it, it answers
     a written file with the file again, changed at random, until it breaks it; and one asked

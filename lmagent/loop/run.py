@@ -42,17 +42,9 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import (
-    COMMITTED_NEXT,
-    GIT_COMMAND,
-    GIT_COMMIT,
-    RAN_NEXT,
-    WorkChecks,
-    commit_nudge,
-    next_step,
-    unchanged_nudge,
-)
+from lmagent.loop.checks import COMMITTED_NEXT, GIT_COMMIT, RAN_NEXT, WorkChecks, next_step
 from lmagent.loop.compaction import Compactor
+from lmagent.loop.finishing import TaskAsks
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.history import (
     RESULT_TAG,
@@ -62,16 +54,7 @@ from lmagent.loop.history import (
     result_messages,
 )
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import (
-    asks_commit,
-    can_create,
-    example_paths,
-    file_for_block,
-    files_to_change,
-    named_files_message,
-    named_paths,
-    unmade,
-)
+from lmagent.loop.named import file_for_block, named_files_message
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Ticker
@@ -102,7 +85,6 @@ from lmagent.loop.prompts import (
     resume_message,
     shows_code,
     system_prompt,
-    unmade_nudge,
     write_example,
 )
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
@@ -225,9 +207,6 @@ class AgentRun:
         self.nudged_code = False
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
-        self.nudged_unmade = False
-        self.nudged_unchanged = False
-        self.nudged_uncommitted = False
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
@@ -239,9 +218,7 @@ class AgentRun:
         self.failed: dict[tuple[str, int], str] = {}  # (reply, changes after it): its error
         self.changes = 0  # calls in this run that changed files: a repeat after one is not
         self.unstick = False  # the last reply repeated an earlier one: sample the next
-        self.named = named_paths(str(session.meta.get("task") or ""))  # paths the task names
-        self.to_create: list[str] = []  # ... that did not exist when it was given
-        self.to_change: list[str] = []  # ... that existed, when it asks for a change
+        self.asks = TaskAsks(str(session.meta.get("task") or ""))  # what the task asks for
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
         self.outcome = Outcome()  # what this run did, for its ending
@@ -423,12 +400,7 @@ class AgentRun:
     def show_named_files(self, task: str) -> None:
         """Before the first reply to a new task: the files and folders it names, as they are
         (lmagent.loop.named)."""
-        self.named = named_paths(task)
-        examples = example_paths(task)
-        self.to_create = [
-            path for path in self.named if path not in examples and can_create(path, self.look)
-        ]
-        self.to_change = files_to_change(task, self.look)
+        self.asks = TaskAsks(task, self.look)
         text = named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text})
@@ -616,7 +588,7 @@ class AgentRun:
             return extract_text_calls(content, self.parameters())
 
         def place(body: str, language: str) -> str:
-            return file_for_block(body, language, self.named, self.to_create, self.look)
+            return file_for_block(body, language, self.asks.named, self.asks.to_create, self.look)
 
         return extract_text_calls(content, self.parameters(), blocks=True, place=place)
 
@@ -856,8 +828,15 @@ class AgentRun:
             raise Completed(content.strip())
 
     def finishes_undone(self) -> bool:
-        """Whether a model finishing now is told once what the task still asks for."""
-        return self.finishes_unmade() or self.finishes_unchanged() or self.finishes_uncommitted()
+        """Nudge (True) a model calling tools as text (a small one) that finishes, after
+        acting, while the task still asks for something (lmagent.loop.finishing), each kind
+        once (one that did nothing is asked by nothing_done_nudge)."""
+        question = (
+            self.text_calls and self.called_tools and self.asks.undone(self.checks, self.outcome)
+        )
+        if question:
+            self.nudge(question)
+        return bool(question)
 
     def nothing_done_nudge(self, answer: str = "") -> str:
         """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
@@ -866,7 +845,7 @@ class AgentRun:
         task = str(self.session.meta.get("task") or "").strip()
         if not self.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
             return NUDGE_NOTHING_DONE
-        files = [path for path in self.to_create if not path.endswith("/")]
+        files = [path for path in self.asks.to_create if not path.endswith("/")]
         answer = answer.strip()
         if len(files) == 1 and 0 < len(answer) <= SHORT_ANSWER and "\n" not in answer:
             return answer_not_saved(files[0])
@@ -876,46 +855,9 @@ class AgentRun:
     def code_nudge(self) -> str:
         return NUDGE_CODE_BLOCKS if self.text_calls else NUDGE_CODE
 
-    def finishes_unmade(self) -> bool:
-        """Nudge once (True) a model calling tools as text (a small one) that finishes while a
-        file the task asks for is missing or empty (lmagent.loop.named.unmade), after acting
-        (one that did nothing is asked by nothing_done_nudge; one that looked at a task's
-        missing file may have nothing to make)."""
-        if not (self.text_calls and self.called_tools) or self.nudged_unmade:
-            return False
-        missing = self.unmade()
-        if missing:
-            self.nudged_unmade = True
-            self.nudge(unmade_nudge(missing))
-        return bool(missing)
-
-    def finishes_unchanged(self) -> bool:
-        """Nudge once (True) a model calling tools as text (a small one) that finishes a task
-        asking for a change to files that exist (lmagent.loop.named.files_to_change) with no
-        file changed in this run and no git command run (the checkpoints do not see .git). A
-        1.5B model ran app.py without the flag it was to add and said the flag was added."""
-        if not (self.text_calls and self.called_tools and self.to_change) or self.nudged_unchanged:
-            return False
-        if self.outcome.files or any(GIT_COMMAND.search(c) for c in self.outcome.commands):
-            return False
-        self.nudged_unchanged = True
-        self.nudge(unchanged_nudge(self.to_change))
-        return True
-
-    def finishes_uncommitted(self) -> bool:
-        """Nudge once (True) a model calling tools as text (a small one) that finishes a task
-        asking for a commit with files changed after its last commit (lmagent.loop.checks)."""
-        task = str(self.session.meta.get("task") or "")
-        files = self.checks.uncommitted
-        if not (self.text_calls and files and asks_commit(task)) or self.nudged_uncommitted:
-            return False
-        self.nudged_uncommitted = True
-        self.nudge(commit_nudge(files))
-        return True
-
     def unmade(self) -> dict[str, str]:
         """The files the task asks for that are still missing or empty."""
-        return unmade(self.to_create, self.look)
+        return self.asks.unmade()
 
     def finishes_unchecked(self) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with
