@@ -270,6 +270,14 @@ def test_edit_not_found_shows_the_closest_line(run, workspace):
     assert (workspace / "shop.py").read_text() == CODE
 
 
+def test_edit_with_search_and_replace_swapped_says_so(run, workspace):
+    """A small model gave edit hello.py 'print("Hello, world!")' 'Hello, world!'."""
+    write(workspace / "hello.py", "Hello, world!\n")
+    result = run("edit", path="hello.py", search='print("Hello, world!")', replace="Hello, world!")
+    assert failed(result, "the replace text is in 'hello.py'", "Were they swapped?")
+    assert (workspace / "hello.py").read_text() == "Hello, world!\n"
+
+
 def test_edit_argument_mistakes(run, workspace):
     write(workspace / "a.py", "x = 1\n")
     assert failed(run("edit", path="a.py", search="x = 1", replace="x = 1"), "bad arguments")

@@ -201,7 +201,15 @@ def tool_edit(
     crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
     if crlf or "\r\n" not in text:  # match and write in the file's own line endings
         text, search, replace = (s.replace("\r\n", "\n") for s in (text, search, replace))
-    new_text, how, line = apply_edit(text, search, replace)
+    try:
+        new_text, how, line = apply_edit(text, search, replace)
+    except ToolError as exc:
+        if not (replace.strip() and replace in text):
+            raise
+        raise ToolError(  # a small model gave (path, new text, old text)
+            f"search text not found, but the replace text is in '{path}': search is the text "
+            "there now, replace the new text. Were they swapped?"
+        ) from exc
     if new_text == text:
         raise ToolError(f"the edit leaves '{path}' unchanged (the text at line {line} is the same)")
     if crlf:
