@@ -848,7 +848,7 @@ def test_an_argument_a_workspace_program_refuses_is_to_be_added_to_its_parser(wo
     told = last_message(requests[1])
     assert (
         "app.py does not take --shout yet: write app.py again, whole, with --shout added to its "
-        "parser, then run it again"
+        "parser (its path on a line of its own, then a ```python block), then run it again"
     ) in told
 
 

@@ -78,7 +78,7 @@ def explained(result: dict, command: str, root: str, blocks: bool = False) -> di
     fenced blocks (text calls), and is told how where it is to write one."""
     result = nothing_to_commit_hint(with_hint(result, command))
     result = missing_file_hint(syntax_error_hint(result, root, blocks), root)
-    return branch_note(parser_hint(result, command, root), command)
+    return branch_note(parser_hint(result, command, root, blocks), command)
 
 
 NOT_FOUND = (
@@ -105,6 +105,7 @@ def _ends_in_grep(command: str) -> bool:
     return bool(lines) and re.match(r"^\s*(?:\S*/)?[ef]?grep\b", lines[-1]) is not None
 
 
+WRITTEN_AS_BLOCK = " (its path on a line of its own, then a ```python block)"  # text calls
 _PY_SYNTAX = re.compile(
     r'File "([^"\n]+)", line (\d+)\n(?:[^\n]*\n){0,3}?(SyntaxError|IndentationError|TabError): '
     r"([^\n]*)"
@@ -120,7 +121,7 @@ def syntax_error_hint(result: dict, root: str, blocks: bool = False) -> dict:
     if result.get("success") or not rel:
         return result  # no syntax error, or a library's file: not the model's to fix
     line, kind, message = found.group(2, 3, 4)
-    how = " (its path on a line of its own, then a ```python block)" if blocks else ""
+    how = WRITTEN_AS_BLOCK if blocks else ""
     result["error"] = (
         f"{rel} is not valid Python: {kind} at line {line} ({message.strip()}). Fix {rel} "
         f"first: write it again, whole, as Python code{how}; then run it"
@@ -152,7 +153,7 @@ _PARSER_ERROR = re.compile(
 )
 
 
-def parser_hint(result: dict, command: str, root: str) -> dict:
+def parser_hint(result: dict, command: str, root: str, blocks: bool = False) -> dict:
     """A workspace program whose parser (argparse) refused its arguments: say what to change
     in the program. A small model ran `python3 app.py Ann --shout` five times, "unrecognized
     arguments: --shout" each time, and never opened app.py; then it declared --shout without
@@ -163,16 +164,17 @@ def parser_hint(result: dict, command: str, root: str) -> dict:
     rel = _in_workspace(program, root) if program else ""
     if result.get("success") or not rel:
         return result
-    unknown, valued = found.group(2), found.group(3)
+    unknown, valued, how = found.group(2), found.group(3), WRITTEN_AS_BLOCK if blocks else ""
     if unknown:
         result["error"] = (
             f"{rel} does not take {unknown.strip()} yet: write {rel} again, whole, with "
-            f"{unknown.strip()} added to its parser, then run it again"
+            f"{unknown.strip()} added to its parser{how}, then run it again"
         )
     else:
         result["error"] = (
             f"{rel} declares {valued} as taking a value. A flag that takes none is declared "
-            f"with action='store_true': write {rel} again, whole, with that, then run it again"
+            f"with action='store_true': write {rel} again, whole, with that{how}, then run it "
+            "again"
         )
     return result
 
