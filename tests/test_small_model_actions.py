@@ -918,6 +918,7 @@ def test_a_commit_with_nothing_new_says_the_work_is_committed(command, output, e
 
 
 CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n" stays as written
+QUOTED = "import argparse\nparser.add_argument('name')\nprint(f'hello {args.name}')"
 
 
 @pytest.mark.parametrize(
@@ -926,6 +927,8 @@ CONTENT = 'import sys\nsys.stdout.write("\\n")\n'  # a triple-quoted file: "\\n"
         (f'write(sq.py, """\n{CONTENT}""")', CONTENT),
         ('write sq.py "print(1)"', "print(1)"),
         ('write sq.py "\nprint(1)\n"', "\nprint(1)\n"),  # its quotes span lines
+        (f"write sq.py '''{QUOTED}'''", QUOTED),  # its own quotes inside, as written
+        (f'write sq.py """\n{CONTENT}"""', CONTENT),
     ],
 )
 def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands(call, content):
@@ -935,6 +938,29 @@ def test_a_tool_call_with_commands_under_it_is_the_call_then_the_commands(call, 
         {"name": "write", "arguments": {"path": "sq.py", "content": content}},
         {"name": "shell", "arguments": {"command": "python3 sq.py\ngit add sq.py"}},
     ]
+
+
+@pytest.mark.parametrize(
+    ("block", "content"),
+    [
+        (f"write sq.py '''{QUOTED}'''", QUOTED),
+        (f'write sq.py """\n{CONTENT}"""', CONTENT),
+    ],
+)
+def test_a_tool_written_as_a_command_with_a_triple_quoted_text_is_that_call(block, content):
+    known = {"write": ["path", "content"], "shell": ["command"]}
+    assert extract_text_calls(f"```bash\n{block}\n```", known, blocks=True) == [
+        {"name": "write", "arguments": {"path": "sq.py", "content": content}},
+    ]
+
+
+@pytest.mark.parametrize(
+    "command", ["echo '''hi'''", "write sq.py '''x''' and more words", "ls '''x"]
+)
+def test_triple_quotes_that_are_no_tool_call_stay_a_command(command):
+    known = {"write": ["path", "content"], "shell": ["command"]}
+    calls = extract_text_calls(f"```bash\n{command}\n```", known, blocks=True)
+    assert calls == [{"name": "shell", "arguments": {"command": command}}]
 
 
 def test_a_long_named_file_is_shown_with_its_line_count_and_a_short_one_without(workspace):

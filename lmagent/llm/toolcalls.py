@@ -274,6 +274,9 @@ def _meant_call(body: str, known: Known) -> dict | None:
             arguments = _loads(assigned.group(2))
             if isinstance(arguments, dict):
                 return {"name": assigned.group(1), "arguments": arguments}
+    triple = _triple_quoted_call(code, known)
+    if triple and not triple[1].strip():
+        return triple[0]
     return _command_style_call(code, known)
 
 
@@ -301,6 +304,9 @@ def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
     start = next((i for i, line in enumerate(lines) if not _comment_or_blank(line)), len(lines))
     if start >= len(lines) - 1:
         return None, body
+    triple = _triple_quoted_call("\n".join(lines[start:]), known)
+    if triple:
+        return triple
     end = start  # write notes.txt "A note." (its quotes may span lines)
     while end < len(lines) - 2 and not _quotes_closed("\n".join(lines[start : end + 1])):
         end += 1
@@ -320,6 +326,27 @@ def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
         if arguments is not None:
             return {"name": whole.group(1), "arguments": arguments}, "\n".join(lines[end + 1 :])
     return None, body
+
+
+_TRIPLE_COMMAND = re.compile(r"[ \t]*(\w+)((?:[ \t]+[^\s'\"]+)*)[ \t]+('\'\'|\"\"\")")
+
+
+def _triple_quoted_call(text: str, known: Known) -> tuple[dict, str] | None:
+    """A tool written as a command whose last argument is triple-quoted (`write app.py
+    '''...'''`, the quotes spanning lines, quotes of the file's own inside): (the call,
+    its last argument as written, like a here-document; the text after it). Shell would
+    have read the file's quotes as its own."""
+    found = _TRIPLE_COMMAND.match(text)
+    name = found.group(1) if found else ""
+    parameters = known.get(name) if isinstance(known, dict) and name in TOOLS_NOT_COMMANDS else None
+    close = text.find(found.group(3), found.end()) if parameters else -1
+    if close < 0:
+        return None
+    words = [*found.group(2).split(), text[found.end() : close].removeprefix("\n")]
+    rest, _, after = text[close + 3 :].partition("\n")
+    if rest.strip() or len(words) > len(parameters):
+        return None
+    return {"name": name, "arguments": dict(zip(parameters, words, strict=False))}, after
 
 
 def _quotes_closed(text: str) -> bool:
