@@ -349,6 +349,21 @@ def test_a_failed_reply_repeated_after_every_resample_is_not_run_and_the_error_s
     )
 
 
+def test_a_failed_reply_from_files_as_they_were_before_is_a_repeat(workspace):
+    """The 1.5B model wrote "Hello, world!" into hello.py, then "SyntaxError: invalid
+    syntax", then the first again, running it each time: 27 requests, never a repeat by a
+    count of changes. The files are as they were when the same reply failed before."""
+    one = text('```bash\necho "Hello, world!" > hello.py\npython3 hello.py\n```')
+    two = text('```bash\necho "SyntaxError: invalid syntax" > hello.py\npython3 hello.py\n```')
+    fixed = text("hello.py\n```python\nprint('Hello, world!')\n```")
+    run_it = text("```bash\npython3 hello.py\n```")
+    steps = [one, two, one, two, two, two, fixed, run_it, text("TASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Create hello.py and run it")
+    assert [r["temperature"] for r in requests[3:6]] == [0.0, *[UNSTICK_TEMPERATURE] * 2]
+    assert last_message(requests[6]).startswith("Not run: it would fail the same way")
+    assert result.status == "completed"
+
+
 def test_a_model_that_keeps_repeating_a_failed_reply_is_blocked(workspace):
     same = text("```bash\ncat missing.txt\n```")
     result, requests, _ = embedded_run(workspace, [same] * 13)  # each asked for 3 times

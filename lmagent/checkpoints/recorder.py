@@ -45,6 +45,7 @@ class StepRecorder:
         self.noted: set[str] = set()  # notes already reported in this run
         self.held = ExitStack()  # the checkpoint lock, from before() to after()
         self.checked = False
+        self.tree: str | None = None  # the workspace's files at the last snapshot, if known
         self.lost = False
         self.found: list[str] = []  # notes of the upkeep thread, reported by the next step
         self.upkeep: threading.Thread | None = None
@@ -86,9 +87,11 @@ class StepRecorder:
                 self.held.callback(self.checkpoints.repo.hold, self.session_id, None)
         except (CheckpointError, OSError) as exc:
             self.held.close()
+            self.tree = None
             self.failed(exc)
             return None
         self.note(snapshot.notes)
+        self.tree = snapshot.tree
         return snapshot
 
     def after(self, before: Snapshot | None, tool: str, call_id: str) -> dict:
@@ -98,7 +101,9 @@ class StepRecorder:
             return {}
         fields: dict = {"checkpoint": before.commit}
         try:
+            self.tree = None
             after = self.checkpoints.take(f"after {tool} in session {self.session_id}")
+            self.tree = after.tree
             record = self.checkpoints.record(
                 self.session_id, before, after, tool=tool, call_id=call_id, agent_id=self.agent_id
             )

@@ -212,11 +212,11 @@ class AgentRun:
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.last_calls_ok = True
         self.loop_message = ""
-        self.replies: set[tuple[str, int]] = set()  # (reply, changes after it), to notice
+        self.replies: set[tuple[str, str]] = set()  # (reply, files before or after it)
         self.ran: list[dict] = []  # the calls of this step that ran
         self.error = ""  # the first error they met
-        self.failed: dict[tuple[str, int], str] = {}  # (reply, changes after it): its error
-        self.changes = 0  # calls in this run that changed files: a repeat after one is not
+        self.failed: dict[tuple[str, str], str] = {}  # (reply, files before or after): error
+        self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
         self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.asks = TaskAsks(str(session.meta.get("task") or ""))  # what the task asks for
         self._system: tuple[str, dict] | None = None  # (call form, message)
@@ -342,15 +342,21 @@ class AgentRun:
         self.compact_if_needed()
         answering = self.reply_rule() == "answer"
         reply = self.resampled(self.query())
-        said = self.notice_repeat(reply)
+        said, before = self.notice_repeat(reply), self.files()
         self.ran, self.error = [], ""
         try:
             self.take(reply, answering)
-        finally:  # with the files as its actions left them: the same reply again is a repeat
-            for done in {said, *_parts(self.ran)}:
-                self.replies.add((done, self.changes))
+        finally:  # the same reply again, with the files as it found or left them, is a repeat
+            after = self.files()
+            self.replies |= {(said, before)} | {(done, after) for done in {said, *_parts(self.ran)}}
             if self.ran and self.error:
-                self.failed[(said, self.changes)] = self.error
+                self.failed |= {(said, before): self.error, (said, after): self.error}
+
+    def files(self) -> str:
+        """The workspace's files as the last checkpoint saw them (its tree), or, without
+        checkpoints, how many calls of this run changed them: a model that writes A, then B,
+        then A again into hello.py, running it each time, finds it as it was (a loop)."""
+        return self.checkpoints.tree or f"changes: {self.changes}"
 
     def take(self, reply, answering: bool) -> None:
         """Act on the model's reply: run its calls, or decide what its answer means."""
@@ -525,12 +531,12 @@ class AgentRun:
         self.unstick = said in self.replies
         return said[0]
 
-    def said(self, reply) -> tuple[str, int]:
-        """What a reply does, with the file changes before it: the same reply after a change is
+    def said(self, reply) -> tuple[str, str]:
+        """What a reply does, with the files as they are: the same reply after a change is
         no repeat (a test run again after a fix). Written as text, a reply that acts is its
         actions: the same command with other words around it is a repeat."""
         actions = self.actions_of(reply) if self.text_calls else []
-        return (json.dumps(actions, sort_keys=True) if actions else _said(reply)), self.changes
+        return (json.dumps(actions, sort_keys=True) if actions else _said(reply)), self.files()
 
     def next_temperature(self) -> float | None:
         """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
