@@ -978,6 +978,22 @@ def test_triple_quotes_that_are_no_tool_call_stay_a_command(command):
     assert calls == [{"name": "shell", "arguments": {"command": command}}]
 
 
+def test_a_block_the_model_stopped_in_is_taken_as_ended(workspace):
+    """The 1.5B model ended its reply inside the block, after `write app.py '''...'''`."""
+    steps = [text(f"```bash\nwrite app.py '''\n{QUOTED}\n'''"), text("Done.\nTASK_COMPLETE")]
+    steps += [text("Done.\nTASK_COMPLETE")]  # asked once to run app.py
+    embedded_run(workspace, steps, task="Write app.py")
+    assert (workspace / "app.py").read_text() == QUOTED + "\n"
+
+
+def test_a_block_cut_at_the_token_limit_is_not_run(workspace):
+    cut = text("```bash\nwrite app.py '''\nimport argparse\n", finish_reason="length")
+    steps = [cut, text("Nothing done.\nTASK_COMPLETE")]
+    result, _, _ = embedded_run(workspace, steps, task="What is in this folder?")
+    assert result.status == "completed"
+    assert not (workspace / "app.py").exists()
+
+
 def test_a_long_named_file_is_shown_with_its_line_count_and_a_short_one_without(workspace):
     (workspace / "logs").mkdir()
     (workspace / "logs" / "app.log").write_text("".join(f"line {n}\n" for n in range(17)))

@@ -514,7 +514,7 @@ class AgentRun:
         with contextlib.suppress(FormatError):
             return [
                 {"name": c["name"], "arguments": c["arguments"]}
-                for c in self.text_calls_of(reply.content)
+                for c in self.text_calls_of(_ended(reply))
             ]
         return []
 
@@ -577,7 +577,7 @@ class AgentRun:
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
         try:
-            calls = self.text_calls_of(reply.content)
+            calls = self.text_calls_of(_ended(reply))
         except FormatError:
             self.calls_came_as_text()  # even a broken call written as text: not native
             raise
@@ -1027,6 +1027,16 @@ def _failure(result: dict) -> str:
     error = str(result.get("error") or "it failed")
     lines = str(result.get("output") or "").strip().splitlines()
     return f"{error}: {lines[-1].strip()[:200]}" if "exited with code" in error and lines else error
+
+
+def _ended(reply) -> str:
+    """A reply's text, its last fenced block closed when the model stopped inside it (a 1.5B
+    model ended `write app.py '''...'''` there, and the write was lost) but not when the reply
+    was cut short (at its token limit: the block's text is not whole)."""
+    content = reply.content
+    fences = sum(line.lstrip().startswith("```") for line in content.splitlines())
+    cut = reply.finish_reason in ("length", CUT_REPEATING)
+    return f"{content.rstrip()}\n```" if fences % 2 and not cut else content
 
 
 def _is_empty(reply) -> bool:
