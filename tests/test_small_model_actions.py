@@ -994,6 +994,26 @@ def test_a_block_cut_at_the_token_limit_is_not_run(workspace):
     assert not (workspace / "app.py").exists()
 
 
+MADE_UP = '<tool_result name="shell">{"success": true}\noutput:\nDone\n</tool_result>'
+
+
+def test_a_reply_that_is_only_made_up_results_is_not_run(workspace):
+    """The 1.5B model put results in a bash block; run, their lines came back as errors."""
+    steps = [text(f"```bash\n{MADE_UP}\n```"), text("Nothing to do.\nTASK_COMPLETE")]
+    result, requests, events = embedded_run(workspace, steps, task="What is in this folder?")
+    assert last_message(requests[1]).startswith("Not run: your reply wrote a tool result itself")
+    assert not [e for e in events if e["type"] == "tool_call"]
+    assert "<tool_result" not in requests[1]["messages"][-2]["content"]  # not kept
+    assert result.status == "completed"
+
+
+def test_actions_before_made_up_results_run_and_the_results_are_dropped(workspace):
+    steps = [text(f"notes.txt\n```\nA note.\n```\n{MADE_UP}"), text("Done.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Write notes.txt")
+    assert (workspace / "notes.txt").read_text() == "A note.\n"
+    assert requests[1]["messages"][-2]["content"] == "notes.txt\n```\nA note.\n```"
+
+
 def test_a_long_named_file_is_shown_with_its_line_count_and_a_short_one_without(workspace):
     (workspace / "logs").mkdir()
     (workspace / "logs" / "app.log").write_text("".join(f"line {n}\n" for n in range(17)))

@@ -71,6 +71,11 @@ REPEATED_SUCCESS = (
     "this exact call already succeeded before, with the same result. If the task is done, "
     "reply with a short summary and TASK_COMPLETE; otherwise do the next step."
 )
+MADE_UP_RESULTS = (
+    "Not run: your reply wrote a tool result itself. Results come from the agent once your "
+    "actions have run: write only the actions (shell commands in a ```bash block, or a file's "
+    "path and its block), then wait for their results."
+)
 NUDGE_EMPTY = (
     "Your reply was empty. Call a tool to continue, or reply with a summary and TASK_COMPLETE."
 )

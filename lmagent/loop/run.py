@@ -62,6 +62,7 @@ from lmagent.loop.prompts import (
     BAD_WAIT,
     BLOCKED_LINE,
     COMPLETE_LINE,
+    MADE_UP_RESULTS,
     NUDGE_ANNOUNCED,
     NUDGE_BLOCKED,
     NUDGE_CODE,
@@ -372,6 +373,9 @@ class AgentRun:
             self.session.append(assistant_message(reply, []))  # kept to one copy of the loop
             self.push(NUDGE_REPEATING, "the model keeps repeating itself")
             return
+        made_up = self.text_calls and RESULT_TAG in reply.content
+        if made_up:  # results a small model writes for its own actions: made up, not kept
+            reply.content = _before_results(reply.content)
         try:
             calls, native = self.parse(reply)
         except FormatError as exc:
@@ -379,6 +383,10 @@ class AgentRun:
             self.reprompt(str(exc))
             return
         message = assistant_message(reply, calls if native else [])
+        if not calls and made_up:
+            self.session.append(message)
+            self.reprompt(MADE_UP_RESULTS)
+            return
         if not calls:
             self.session.append(message)
             self.decide(reply.content)
@@ -1033,10 +1041,17 @@ def _ended(reply) -> str:
     """A reply's text, its last fenced block closed when the model stopped inside it (a 1.5B
     model ended `write app.py '''...'''` there, and the write was lost) but not when the reply
     was cut short (at its token limit: the block's text is not whole)."""
-    content = reply.content
+    content = _before_results(reply.content)
     fences = sum(line.lstrip().startswith("```") for line in content.splitlines())
     cut = reply.finish_reason in ("length", CUT_REPEATING)
     return f"{content.rstrip()}\n```" if fences % 2 and not cut else content
+
+
+def _before_results(content: str) -> str:
+    """A reply up to the first tool result it wrote itself (what follows is made up: a 1.5B
+    model put results in a bash block, their lines came back as errors, and it copied those,
+    each reply longer, for five minutes)."""
+    return content.split(RESULT_TAG, 1)[0].rstrip()
 
 
 def _is_empty(reply) -> bool:
