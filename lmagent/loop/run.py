@@ -669,7 +669,7 @@ class AgentRun:
             result = self.run_call(call)
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
             if not (result.get("success") or self.error):
-                self.error = _failure(result)
+                self.error = _error_of(result)
             self.nudged_blocked = self.nudged_blocked and not result.get("success")
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
@@ -1028,7 +1028,7 @@ def _command_lines(command: str) -> list[str]:
     return lines if len(lines) > 1 and "<<" not in command and not (continued or quoted) else []
 
 
-def _failure(result: dict) -> str:
+def _error_of(result: dict) -> str:
     """A failed result's error, with the last line of the output when the error says only
     how the command exited ("command exited with code 1: cat: x: No such file or
     directory")."""
