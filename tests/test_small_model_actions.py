@@ -686,6 +686,15 @@ def test_finishing_a_change_with_no_file_changed_is_questioned_once(workspace):
     assert result.status == "completed" and (workspace / "app.py").read_text() == SHOUTING
 
 
+def test_git_commands_are_no_change_in_a_task_that_is_not_about_git(workspace):
+    """Asked to add a flag, the 1.5B model ran git init and git commit and was done."""
+    (workspace / "app.py").write_text(APP)
+    steps = [text(f"```bash\ngit init -q\ngit add app.py\n{COMMIT}\n```"), text("TASK_COMPLETE")]
+    steps += [text("TASK_COMPLETE")]  # asked once
+    _, requests, _ = embedded_run(workspace, steps, task=SHOUT_TASK)
+    assert last_message(requests[2]).startswith("Not finished: app.py has not changed")
+
+
 @pytest.mark.parametrize(
     ("task", "command"),
     [

@@ -13,6 +13,7 @@ from lmagent.loop.checks import GIT_COMMAND, RUNNERS, WorkChecks
 from lmagent.loop.named import (
     Look,
     asks_commit,
+    asks_git,
     can_create,
     example_paths,
     files_to_change,
@@ -91,11 +92,13 @@ class TaskAsks:
         return unmade_nudge(missing) if missing else ""
 
     def unchanged(self, outcome: Outcome) -> str:
-        """A change asked for, and no file changed nor git command run (the checkpoints do
-        not see .git)."""
+        """A change asked for, and no file changed nor, in a task about the repository, git
+        command run (the checkpoints do not see .git). Asked to add a flag to greet.py, a
+        1.5B model ran git init and git commit and was done."""
         if not self.to_change or outcome.files:
             return ""
-        if any(GIT_COMMAND.search(command) for command in outcome.commands):
+        git = any(GIT_COMMAND.search(command) for command in outcome.commands)
+        if git and asks_git(self.task):
             return ""
         return unchanged_nudge(self.to_change)
 

@@ -52,8 +52,19 @@ CHANGE_VERBS = (
 _ASKS_CHANGE = re.compile(rf"(?:^|[.:;!]\s+)(?:please\s+)?(?:{'|'.join(CHANGE_VERBS)})\b", re.I)
 
 
+_ABOUT_GIT = re.compile(r"\b(?:git|commit|branch|repositor|merge|rebase|tag|stash)", re.I)
+
+
 def asks_commit(task: str) -> bool:
     return re.search(r"\bcommit", task, re.I) is not None
+
+
+def asks_git(task: str) -> bool:
+    """A task about the repository (what git does there no checkpoint sees)."""
+    return (
+        re.search(r"\b(?:git|commit|branch|repositor|merge|rebase|tag|stash)", task, re.I)
+        is not None
+    )
 
 
 def files_to_change(task: str, look: Look) -> list[str]:
