@@ -3,14 +3,15 @@
 Both are computed in-process from the trees: subtrees with the same id are skipped, so the cost
 follows the change, not the workspace. The diff has git's headers (`diff --git`, `new file
 mode`, `index`, `---`/`+++`), a binary file is one line, a very large file's diff a note of its
-size, and the whole is capped at MAX_DIFF characters.
+size, and the whole is capped at MAX_DIFF characters. A name that is not UTF-8 is shown with
+its odd bytes as `\\xNN` (objects.shown).
 """
 
 from __future__ import annotations
 
 import difflib
 
-from lmagent.checkpoints.objects import FOLDER, GITLINK, ObjectStore
+from lmagent.checkpoints.objects import FOLDER, GITLINK, ObjectStore, shown
 
 MAX_FILE_DIFF = 20_000  # characters of one file's diff shown; more is summarised
 MAX_DIFF = 200_000  # characters of one step's diff in all
@@ -18,21 +19,26 @@ MAX_DIFFED_BYTES = 2 * 1024 * 1024  # larger files are summarised without being 
 NO_NEWLINE = "\\ No newline at end of file\n"
 
 
-def changed_paths(store: ObjectStore, old: str | None, new: str | None, prefix="") -> list[str]:
-    """Files, links and gitlinks that differ between two trees (None: empty), sorted."""
-    a = store.read_tree(old) if old else {}
-    b = store.read_tree(new) if new else {}
+def changed_paths(store: ObjectStore, old: str | None, new: str | None) -> list[str]:
+    """Files, links and gitlinks that differ between two trees (None: empty), sorted. The
+    trees are compared with a stack of folders to look at, never by recursion: a workspace
+    may be any number of folders deep."""
     found: list[str] = []
-    for name in set(a) | set(b):
-        left, right = a.get(name), b.get(name)
-        if left == right:
-            continue
-        left_tree = left[1] if left and left[0] == FOLDER else None
-        right_tree = right[1] if right and right[0] == FOLDER else None
-        if left_tree or right_tree:
-            found += changed_paths(store, left_tree, right_tree, f"{prefix}{name}/")
-        if (left and not left_tree) or (right and not right_tree):
-            found.append(prefix + name)
+    pending = [(old, new, "")]
+    while pending:
+        old, new, prefix = pending.pop()
+        a = store.read_tree(old) if old else {}
+        b = store.read_tree(new) if new else {}
+        for name in set(a) | set(b):
+            left, right = a.get(name), b.get(name)
+            if left == right:
+                continue
+            left_tree = left[1] if left and left[0] == FOLDER else None
+            right_tree = right[1] if right and right[0] == FOLDER else None
+            if left_tree or right_tree:
+                pending.append((left_tree, right_tree, f"{prefix}{name}/"))
+            if (left and not left_tree) or (right and not right_tree):
+                found.append(prefix + name)
     return sorted(found)
 
 
@@ -54,6 +60,7 @@ def unified(store: ObjectStore, old: str, new: str, paths: list[str]) -> str:
 
 
 def file_diff(store: ObjectStore, path: str, old, new) -> str:
+    path = shown(path)  # a diff is read by people and the model: a name as text
     head = [f"diff --git a/{path} b/{path}\n"]
     if old is None:
         head.append(f"new file mode {new[0]}\n")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 FILE, EXECUTABLE, LINK, FOLDER, GITLINK = "100644", "100755", "120000", "40000", "160000"
 RECENT_BLOBS, RECENT_BYTES = 64, 256 * 1024  # blobs kept in memory for the next diffs
+BLOCK = 4096  # what a small file takes on disk at least
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(32), 127)}
 
 
 class MissingObject(Exception):
@@ -38,6 +40,7 @@ class ObjectStore:
         self.recent: dict[str, bytes] = {}  # small blobs written lately (the next diff's)
         self.batch: subprocess.Popen | None = None
         self.batch_lock = threading.Lock()  # one request and answer at a time
+        self.written = 0  # bytes of disk the loose objects written by this process take
 
     # ------------------------------------------------------------------ writing
 
@@ -48,7 +51,9 @@ class ObjectStore:
         if sha not in self.present:
             path = self.objects / sha[:2] / sha[2:]
             if not path.exists():
-                self._write_loose(path, zlib.compress(f"{kind} {len(data)}\0".encode() + data, 1))
+                packed = zlib.compress(f"{kind} {len(data)}\0".encode() + data, 1)
+                self._write_loose(path, packed)
+                self.written += -(-len(packed) // BLOCK) * BLOCK
             self.present.add(sha)
         return sha
 
@@ -122,16 +127,6 @@ class ObjectStore:
             raise MissingObject(f"object {commit[:12]} is not a checkpoint")
         return data[5:45].decode()
 
-    def files(self, tree: str, prefix: str = "") -> dict[str, tuple[str, str]]:
-        """Every file, link and gitlink of a tree: `path -> (mode, sha)`."""
-        found: dict[str, tuple[str, str]] = {}
-        for name, (mode, sha) in self.read_tree(tree).items():
-            if mode == FOLDER:
-                found.update(self.files(sha, f"{prefix}{name}/"))
-            else:
-                found[prefix + name] = (mode, sha)
-        return found
-
     def _read_packed(self, sha: str) -> tuple[str, bytes]:
         with self.batch_lock:
             return self._ask_batch(sha)
@@ -179,6 +174,12 @@ class ObjectStore:
                 self.batch.wait()
             self.batch.stdout.close()
             self.batch = None
+
+
+def shown(path: str) -> str:
+    """A path as a person or the model is shown it: bytes that are not UTF-8 (a name read from
+    the disk keeps them as surrogate escapes) and control characters written as `\\xNN`."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace").translate(_CONTROLS)
 
 
 def encode_tree(entries: dict[str, tuple[str, str]]) -> bytes:

@@ -1,8 +1,18 @@
 """Checkpoints around the calls of one run: a snapshot before each call that can change files,
 another after it, and the step recorded with what it changed.
 
-A checkpoint that cannot be made (disk full, permission denied, no git) is reported through
-`report` and the call runs anyway: the step is never lost, it just cannot be undone.
+A checkpoint that cannot be made (disk full, permission denied, no git, anything the workspace
+holds that a snapshot cannot read) is reported through `report`, left in the session's log as a
+lost checkpoint of that call, and the call runs anyway: the run goes on, that step just cannot
+be undone, and the steps recorded before it still can.
+
+CHECKPOINT_MAX_MB holds during the run: the bytes the snapshots add are counted, and when they
+take the shadow repository over the cap the oldest sessions' histories are dropped; when this
+session's own history is over it alone, the run's later calls get no checkpoint (each a lost
+checkpoint saying so).
+
+Paths go out to events (the model, the terminal, the web) as text (objects.shown): a name that
+is not UTF-8 is shown with its odd bytes as `\\xNN`.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
+from lmagent.checkpoints.objects import shown
 from lmagent.checkpoints.shadow import CheckpointError, Snapshot
 from lmagent.checkpoints.steps import Checkpoints
 
@@ -46,7 +57,8 @@ class StepRecorder:
         self.held = ExitStack()  # the checkpoint lock, from before() to after()
         self.checked = False
         self.tree: str | None = None  # the workspace's files at the last snapshot, if known
-        self.lost = False
+        self.measured: tuple[int, int] | None = None  # (repository bytes, store.written) then
+        self.full = False  # this session's own history is over the cap: no more checkpoints
         self.found: list[str] = []  # notes of the upkeep thread, reported by the next step
         self.upkeep: threading.Thread | None = None
         if self.checkpoints.repo.git_dir.is_dir():  # a workspace with checkpoints already
@@ -56,21 +68,40 @@ class StepRecorder:
     def keep_up(self) -> None:
         """While the model is asked for its first reply: take the run's first look at the tree
         (the first changing step then finds it done; inotify keeps it current), pack the
-        shadow repository when it has grown, and drop the oldest sessions' histories while it
-        is over the cap (under the lock: no step is between its snapshots then)."""
+        shadow repository when it has grown, and keep it under the cap."""
         repo = self.checkpoints.repo
         with contextlib.suppress(CheckpointError, OSError):
             repo.stage_tree()
             repo.pack()
-            if self.max_bytes and repo.size() > self.max_bytes:
-                with self.checkpoints.locked():
-                    dropped = repo.cap(self.max_bytes, self.session_id)
-                cap = self.max_bytes // 2**20
-                if dropped:
-                    self.found.append(
-                        f"the oldest {len(dropped)} session(s)' histories were dropped to keep "
-                        f"the checkpoints under CHECKPOINT_MAX_MB={cap}"
-                    )
+            if self.max_bytes:
+                self.cap()
+
+    def cap(self) -> None:
+        """Drop the oldest sessions' histories (not this one's) while the repository is over
+        the cap, under the lock (no step is between its snapshots then), and measure it."""
+        repo = self.checkpoints.repo
+        with self.checkpoints.locked():
+            dropped = repo.cap(self.max_bytes, self.session_id)
+            self.measured = (repo.size(), repo.store.written)
+        if dropped:
+            self.found.append(
+                f"the oldest {len(dropped)} session(s)' histories were dropped to keep "
+                f"the checkpoints under CHECKPOINT_MAX_MB={self.max_bytes // 2**20}"
+            )
+
+    def over_cap(self) -> bool:
+        """Whether the repository is over the cap, by the bytes snapshots added since it was
+        last measured (measured again, and capped, when that estimate is over)."""
+        if not self.max_bytes:
+            return False
+        if self.measured and not self.full:
+            size, written = self.measured
+            if size + self.checkpoints.repo.store.written - written <= self.max_bytes:
+                return False
+        if not self.full:
+            self.cap()
+            self.full = self.measured[0] > self.max_bytes
+        return self.full
 
     def before(self, tool: str) -> Snapshot | None:
         """The snapshot before a call of `tool`, or None when it could not be made."""
@@ -81,14 +112,19 @@ class StepRecorder:
                 self.startup()
             if tool not in THROUGH_SUBAGENTS:
                 self.held.enter_context(self.checkpoints.locked())
+            if self.over_cap():
+                raise CheckpointError(
+                    f"this session's checkpoints reached CHECKPOINT_MAX_MB="
+                    f"{self.max_bytes // 2**20}; no more are taken in this run"
+                )
             snapshot = self.checkpoints.take(f"before {tool} in session {self.session_id}")
             if tool in THROUGH_SUBAGENTS:  # its sub-agents take the lock: keep it from pruning
                 self.checkpoints.repo.hold(self.session_id, snapshot.commit)
                 self.held.callback(self.checkpoints.repo.hold, self.session_id, None)
-        except (CheckpointError, OSError) as exc:
+        except Exception as exc:  # a checkpoint never ends the run: the step's is lost
             self.held.close()
             self.tree = None
-            self.failed(exc)
+            self.failed(exc, tool=tool, agent_id=self.agent_id)
             return None
         self.note(snapshot.notes)
         self.tree = snapshot.tree
@@ -108,10 +144,12 @@ class StepRecorder:
                 self.session_id, before, after, tool=tool, call_id=call_id, agent_id=self.agent_id
             )
             if record:
+                changed = [shown(path) for path in record["changed"]]
                 diff = self.checkpoints.diff(record)
-                fields.update(step=record["step"], changed=record["changed"], diff=diff)
-        except (CheckpointError, OSError) as exc:
-            self.failed(exc)
+                fields.update(step=record["step"], changed=changed, diff=diff)
+        except Exception as exc:  # a checkpoint never ends the run: the step's is lost
+            self.failed(exc, tool=tool, call_id=call_id, agent_id=self.agent_id)
+            return {}
         finally:
             self.held.close()
         return fields
@@ -124,12 +162,16 @@ class StepRecorder:
         self.checked = True
         self.note(repo.damage)
 
-    def failed(self, exc: Exception) -> None:
-        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    def failed(self, exc: Exception, **call) -> None:
+        """Report a lost checkpoint and leave it in the session's log (`call`: its tool...)."""
+        if isinstance(exc, OSError) and exc.strerror:
+            cause = exc.strerror
+        elif isinstance(exc, (CheckpointError, OSError)):
+            cause = str(exc)
+        else:
+            cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         self.report(f"checkpoint failed ({cause}); the step runs, but it cannot be undone")
-        if not self.lost:
-            self.lost = True
-            self.checkpoints.note_failure(self.session_id, cause)
+        self.checkpoints.note_failure(self.session_id, cause, **call)
 
     def note(self, notes: list[str]) -> None:
         for text in notes:

@@ -31,13 +31,15 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from lmagent.checkpoints.inotify import Watcher
-from lmagent.checkpoints.objects import EXECUTABLE, FILE, FOLDER, GITLINK, LINK, ObjectStore
+from lmagent.checkpoints.objects import EXECUTABLE, FILE, FOLDER, GITLINK, LINK, ObjectStore, shown
 from lmagent.core.workspace import DATA_DIR, DIR_FLAGS, PROJECT_FILE, READ_FLAGS
 
 MAX_FILE_BYTES = 10 * 1024 * 1024  # larger files are left out of snapshots, with a note
 RACY_NS = 100_000_000  # a file changed this recently may change again within its timestamp
 CACHE_SAVE_EVERY = 30.0  # seconds between saves of the stat cache after small changes
 IGNORE_FILE = ".gitignore"
+CHUNK = 1 << 20  # bytes read from a file at a time
+OPEN_LEVELS = 32  # folders a walk keeps open on its way down (a tree may be any depth)
 
 
 class Folder:
@@ -50,6 +52,18 @@ class Folder:
         self.entries: dict[str, tuple[str, str]] = {}
         self.folders: dict[str, Folder] = {}
         self.sha: str | None = None
+
+
+class _Level:
+    """A folder on the walk's stack: its descriptor (-1 while closed), where it is, its
+    (st_dev, st_ino) when listed, and the subfolders left to walk into."""
+
+    __slots__ = ("fd", "folder", "ident", "name", "pending", "prefix")
+
+    def __init__(self, fd: int, prefix: str, name: str, folder: Folder):
+        self.fd, self.prefix, self.name, self.folder = fd, prefix, name, folder
+        self.ident: tuple[int, int] | None = None
+        self.pending: list[str] = []
 
 
 class Scanner:
@@ -81,7 +95,7 @@ class Scanner:
         self.refresh_nested()
         self.save_cache()
         size = MAX_FILE_BYTES // 2**20
-        notes = [f"{path}: larger than {size} MB, not kept" for path in sorted(self.large)]
+        notes = [f"{shown(path)}: larger than {size} MB, not kept" for path in sorted(self.large)]
         return self.tree_id(self.top) or self.store.write_tree({}), notes + self.problems
 
     def forget(self) -> None:
@@ -114,33 +128,90 @@ class Scanner:
         self.cache_changed, self.saved_at = True, 0.0
 
     def walk(self, fd: int, prefix: str, seen: set[str] | None = None) -> Folder:
-        """A folder open as `fd` (closed here), known as `prefix` ("" or "a/b/")."""
-        folder = Folder()
+        """A folder open as `fd` (closed here), known as `prefix` ("" or "a/b/"), with all
+        below it. The folders being walked are a stack, never a recursion, so a tree of any
+        depth is walked; only the OPEN_LEVELS deepest of them (and the first) stay open, one
+        closed is opened again from the deepest open one above it when it is needed."""
+        top = Folder()
+        stack = [_Level(fd, prefix, "", top)]
         try:
+            self.look_into(stack[0], seen)
+            while stack:
+                level = stack[-1]
+                if not level.pending:
+                    _close(stack.pop())
+                    continue
+                if level.fd < 0:
+                    self.reopen(stack)
+                    continue
+                name = level.pending.pop()
+                child = self.open_child(level.fd, level.prefix + name, name)
+                if child is not None:
+                    folder = level.folder.folders[name] = Folder()
+                    stack.append(_Level(child, f"{level.prefix}{name}/", name, folder))
+                    self.look_into(stack[-1], seen)
+                    if len(stack) > OPEN_LEVELS + 1:
+                        _close(stack[-OPEN_LEVELS - 1])
+        finally:
+            for level in stack:
+                _close(level)
+        return top
+
+    def look_into(self, level: _Level, seen) -> None:
+        """List the level's folder: its files and links go into its Folder, its subfolders to
+        walk into its `pending` (the last name first)."""
+        fd, prefix, folder = level.fd, level.prefix, level.folder
+        try:
+            info = os.fstat(fd)
+            level.ident = (info.st_dev, info.st_ino)
             if self.watcher:
                 self.watcher.watch(fd, prefix)
             with os.scandir(fd) as listing:
                 entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in listing)
             if any(name == IGNORE_FILE for name, _ in entries):
                 self.read_ignore(fd, prefix)
-            for name, info in entries:
-                self.add(folder, fd, prefix, name, info, seen)
+            for entry, info in entries:
+                if self.add(folder, fd, prefix, entry, info, seen):
+                    level.pending.append(entry)
         except OSError as exc:
-            self.problems.append(f"{prefix or '.'}: not every file could be kept ({exc.strerror})")
-        finally:
-            os.close(fd)
-        return folder
+            self.not_all_kept(prefix, exc)
+            level.pending.clear()
+        level.pending.reverse()
 
-    def add(self, folder: Folder, fd: int, prefix: str, name: str, info, seen) -> None:
-        """Put entry `name` of the folder into the model (or leave it out, as git would)."""
+    def reopen(self, stack: list[_Level]) -> None:
+        """Open again the closed folders at the bottom of the stack, each by its parent and
+        checked to be the folder that was listed; one that is not (moved or swapped since)
+        is left with what was read of it."""
+        at = max(i for i, level in enumerate(stack) if level.fd >= 0)
+        for parent, level in zip(stack[at:], stack[at + 1 :], strict=False):
+            try:
+                level.fd = os.open(level.name, DIR_FLAGS, dir_fd=parent.fd)
+                info = os.fstat(level.fd)
+                if (info.st_dev, info.st_ino) != level.ident:
+                    raise FileNotFoundError(errno.ENOENT, "moved while it was read")
+            except OSError as exc:
+                self.not_all_kept(level.prefix, exc)
+                for lost in stack[stack.index(level) :]:
+                    lost.pending.clear()
+                break
+        for level in stack[1 : max(len(stack) - OPEN_LEVELS, 1)]:
+            _close(level)
+
+    def not_all_kept(self, prefix: str, exc: OSError) -> None:
+        self.problems.append(
+            f"{shown(prefix) or '.'}: not every file could be kept ({exc.strerror or exc})"
+        )
+
+    def add(self, folder: Folder, fd: int, prefix: str, name: str, info, seen) -> bool:
+        """Put entry `name` of the folder into the model (or leave it out, as git would);
+        whether it is a folder to walk into."""
         path = prefix + name
         if left_out(prefix, name):
-            return
+            return False
         kind = stat.S_IFMT(info.st_mode)
         if kind == stat.S_IFDIR:
-            if not self.ignored(path, True):
-                self.add_folder(folder, fd, path, name, seen)
-        elif kind in (stat.S_IFREG, stat.S_IFLNK) and not self.ignored(path, False):
+            return not self.ignored(path, True)
+        if kind in (stat.S_IFREG, stat.S_IFLNK) and not self.ignored(path, False):
             if kind == stat.S_IFLNK:
                 target = os.readlink(os.fsencode(name), dir_fd=fd)
                 folder.entries[name] = (LINK, self.store.write("blob", target))
@@ -153,17 +224,20 @@ class Scanner:
                     folder.entries[name] = (mode, sha)
                     if seen is not None:
                         seen.add(path)
+        return False
 
-    def add_folder(self, folder: Folder, fd: int, path: str, name: str, seen) -> None:
+    def open_child(self, fd: int, path: str, name: str) -> int | None:
+        """A subfolder opened to walk into; None when it is a nested repository (kept as a
+        gitlink) or no longer a folder (swapped for a link or removed since it was listed)."""
         try:
             child = os.open(name, DIR_FLAGS, dir_fd=fd)
         except OSError:
-            return  # swapped for a link or removed since it was listed: not entered
+            return None
         if _exists(child, ".git"):
             os.close(child)
             self.nested[path] = None  # its HEAD is read by refresh_nested
-            return
-        folder.folders[name] = self.walk(child, path + "/", seen)
+            return None
+        return child
 
     def blob(self, fd: int, name: str, path: str, info) -> str | None:
         """The blob id of a regular file, from the stat cache or read by descriptor."""
@@ -174,9 +248,12 @@ class Scanner:
         try:
             data = read_regular(fd, name, info.st_ino)
         except OSError as exc:
-            self.problems.append(f"{path}: not kept ({exc.strerror or exc})")
+            self.problems.append(f"{shown(path)}: not kept ({exc.strerror or exc})")
             return None
         if data is None:
+            return None
+        if len(data) > MAX_FILE_BYTES:  # it grew while it was read
+            self.large.add(path)
             return None
         sha = self.store.write_blob(data)
         if info.st_mtime_ns < time.time_ns() - RACY_NS:
@@ -246,7 +323,10 @@ class Scanner:
         except FileNotFoundError:
             self.cache.pop(path, None)
             return
-        self.add(folder, fd, prefix, name, info, None)
+        if self.add(folder, fd, prefix, name, info, None):
+            child = self.open_child(fd, path, name)
+            if child is not None:
+                folder.folders[name] = self.walk(child, path + "/")
 
     def rewalk(self, folder: Folder, fd: int, prefix: str) -> None:
         """The folder's ignore rules changed: everything below it is looked at again."""
@@ -287,16 +367,24 @@ class Scanner:
 
     # ------------------------------------------------------------------ trees, repositories
 
-    def tree_id(self, folder: Folder) -> str | None:
-        """The folder's tree id; None when it keeps nothing (git records no empty folder)."""
-        if folder.sha is None:
+    def tree_id(self, top: Folder) -> str | None:
+        """The folder's tree id; None when it keeps nothing (git records no empty folder).
+        Folders whose id is not known are written deepest first, from a stack."""
+        pending = [(top, False)]
+        while pending:
+            folder, ready = pending.pop()
+            if folder.sha is not None:
+                continue
+            if not ready:
+                pending.append((folder, True))
+                pending += [(sub, False) for sub in folder.folders.values() if sub.sha is None]
+                continue
             entries = dict(folder.entries)
             for name, sub in folder.folders.items():
-                sha = self.tree_id(sub)
-                if sha:
-                    entries[name] = (FOLDER, sha)
+                if sub.sha:
+                    entries[name] = (FOLDER, sub.sha)
             folder.sha = self.store.write_tree(entries) if entries else ""
-        return folder.sha or None
+        return top.sha or None
 
     def refresh_nested(self) -> None:
         """Keep each nested repository as a gitlink to its HEAD (left out without one)."""
@@ -355,6 +443,12 @@ class Scanner:
         self.top, self.watcher = None, None
 
 
+def _close(level: _Level) -> None:
+    if level.fd >= 0:
+        os.close(level.fd)
+        level.fd = -1
+
+
 def left_out(prefix: str, name: str) -> bool:
     """Never in a snapshot: the agent's own data and project file, and any .git."""
     return (not prefix and name in (DATA_DIR, PROJECT_FILE)) or name.casefold() == ".git"
@@ -369,8 +463,9 @@ def _exists(fd: int, name: str) -> bool:
 
 
 def read_regular(fd: int, name: str, inode: int | None, limit=MAX_FILE_BYTES) -> bytes | None:
-    """A regular file's bytes, opened by `fd` without following a link; None when `name` is no
-    longer that regular file (swapped, or not a file)."""
+    """A regular file's bytes (at most `limit` + 1: more means it is larger than `limit`),
+    opened by `fd` without following a link; None when `name` is no longer that regular file
+    (swapped, or not a file)."""
     try:
         handle = os.open(name, READ_FLAGS, dir_fd=fd)
     except OSError as exc:
@@ -382,13 +477,13 @@ def read_regular(fd: int, name: str, inode: int | None, limit=MAX_FILE_BYTES) ->
         if not stat.S_ISREG(info.st_mode) or (inode is not None and info.st_ino != inode):
             return None
         chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(handle, max(info.st_size - size, 0) + 65536)
+        while size <= limit:  # never by its size: it may change while it is read
+            chunk = os.read(handle, min(CHUNK, limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
-        return b"".join(chunks)[: limit + 1]
+        return b"".join(chunks)
     finally:
         os.close(handle)
 

@@ -228,6 +228,10 @@ class ShadowRepo:
                 tree, notes = self.shared.scanner.tree()
             except OSError as exc:
                 raise CheckpointError(f"cannot read the workspace: {exc.strerror or exc}") from exc
+            except Exception as exc:  # whatever the workspace holds, never a crash of the caller
+                self.forget()  # what was known of the tree may be half updated
+                cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                raise CheckpointError(f"cannot read the workspace ({cause})") from exc
         return Snapshot("", tree, notes)
 
     def commit(self, staged: Snapshot, message: str) -> Snapshot:

@@ -4,8 +4,10 @@ A step that can change files is bracketed by two snapshots (shadow.py); when the
 step is recorded in `<workspace>/.lmagent/checkpoints/sessions/<session_id>.jsonl`, one JSON
 line: step (1, 2, ... per session), time, ns (its clock in nanoseconds), kind ("tool" or
 "restore"), tool, call_id, agent_id, before and after (snapshot commits), changed (paths) and
-notes. Diffs are not stored: they are computed from the two snapshots when asked for. A run
-whose checkpoints failed leaves a line with kind "failed" and its cause (no step number).
+notes. Paths are the names on disk: one that is not UTF-8 is kept with its bytes as surrogate
+escapes (the log is ASCII JSON), so a restore makes exactly that name again. Diffs are not
+stored: they are computed from the two snapshots when asked for. A call whose checkpoint was
+lost (a snapshot failed) leaves a line with kind "failed", its tool and cause (no step number).
 
 The checkpoint lock is held from a step's first snapshot to its second (recorder.py), so a
 step's change list holds only what happened during it, even with two runs on one workspace.
@@ -29,6 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from lmagent.checkpoints.objects import shown
 from lmagent.checkpoints.shadow import CheckpointError, RestoreFailed, ShadowRepo, Snapshot
 from lmagent.core.files import locked, utc_now
 
@@ -115,19 +118,22 @@ class Checkpoints:
         return record
 
     def append(self, session_id: str, record: dict) -> None:
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        """One line to the session's log, in ASCII: a path that is not UTF-8 keeps its bytes as
+        surrogate escapes (`\\udcff`), which json.loads gives back exactly."""
+        line = (json.dumps(record) + "\n").encode()
         fd = os.open(self.log_path(session_id), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)
         finally:
             os.close(fd)
 
-    def note_failure(self, session_id: str, cause: str) -> None:
-        """Leave in the session's log that its checkpoints failed (so it never reads as a
-        session that changed no files)."""
+    def note_failure(self, session_id: str, cause: str, **fields) -> None:
+        """Leave in the session's log that a call's checkpoint was lost (`fields`: its tool,
+        call_id, agent_id), so the session never reads as one that changed no files."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self.append(session_id, {"kind": "failed", "time": utc_now(), "cause": cause})
+            record = {"kind": "failed", "time": utc_now(), **fields, "cause": cause}
+            self.append(session_id, record)
         except OSError:
             pass  # the log itself cannot be written: the status line said it
 
@@ -318,5 +324,5 @@ class Checkpoints:
 
 
 def _listed(paths: list[str], limit: int = 10) -> str:
-    shown = ", ".join(paths[:limit])
-    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+    names = ", ".join(shown(path) for path in paths[:limit])
+    return names + (f" and {len(paths) - limit} more" if len(paths) > limit else "")

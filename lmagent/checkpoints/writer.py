@@ -53,10 +53,16 @@ class Folders:
         self.fds = {"": os.open(root, DIR_FLAGS)}
 
     def open(self, prefix: str) -> int:
-        """The folder `prefix` ("a/b"); OSError when missing or not a real folder."""
-        if prefix not in self.fds:
-            parent, _, name = prefix.rpartition("/")
-            self.fds[prefix] = os.open(name, DIR_FLAGS, dir_fd=self.open(parent))
+        """The folder `prefix` ("a/b"); OSError when missing or not a real folder. Opened from
+        its deepest folder already open, one component at a time (no recursion on depth)."""
+        missing = []
+        while prefix not in self.fds:
+            prefix, _, name = prefix.rpartition("/")
+            missing.append(name)
+        for name in reversed(missing):
+            child = f"{prefix}/{name}" if prefix else name
+            self.fds[child] = os.open(name, DIR_FLAGS, dir_fd=self.fds[prefix])
+            prefix = child
         return self.fds[prefix]
 
     def deepest(self, prefix: str) -> str:

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lmagent.checkpoints.objects import shown
 from lmagent.checkpoints.shadow import CheckpointError
 from lmagent.checkpoints.steps import Checkpoints
-from lmagent.loop.restore import RestoreRefused, latest_session, restore_session, steps_of
-from lmagent.sessions.store import SessionBusy, SessionNotFound
+from lmagent.loop.restore import RestoreRefused, latest_session, restore_session
+from lmagent.sessions.store import SessionBusy, SessionNotFound, SessionStore
 
 
 class RestoreFailed(Exception):
@@ -19,20 +20,27 @@ class RestoreFailed(Exception):
 
 
 def checkpoint_lines(workspace: Path, session_id: str | None, as_json: bool = False) -> list[str]:
-    """One line per changing step of the session (the newest when None), step number first."""
+    """One line per changing step of the session (the newest when None), step number first,
+    and a line for each call whose checkpoint was lost, in the order they ran."""
     with _refusals():
-        session_id = session_id or latest_session(workspace)
-        steps = steps_of(workspace, session_id)
+        session_id = SessionStore(workspace).resolve(session_id or latest_session(workspace))
+    checkpoints = Checkpoints(workspace)
+    steps = checkpoints.steps(session_id)
     if as_json:
         return [json.dumps(step) for step in steps]  # ASCII: safe for a terminal, valid JSON
-    checkpoints = Checkpoints(workspace)
     if not steps:
         failures = checkpoints.failures(session_id)
         if failures:
             return [f"session {session_id}'s checkpoints could not be kept ({failures[-1]})"]
         return [f"session {session_id} changed no files: it has no checkpoints"]
     lost = "  (lost: the checkpoint history was damaged; this step cannot be restored)"
-    return [step_line(step) + (lost if checkpoints.lost(step) else "") for step in steps]
+    lines = []
+    for record in checkpoints.records(session_id):
+        if isinstance(record.get("step"), int):
+            lines.append(step_line(record) + (lost if checkpoints.lost(record) else ""))
+        elif record.get("kind") == "failed":
+            lines.append(lost_line(record))
+    return lines
 
 
 def checkpoint_size(workspace: Path, max_mb: int) -> str:
@@ -43,13 +51,22 @@ def checkpoint_size(workspace: Path, max_mb: int) -> str:
 
 
 def step_line(step: dict) -> str:
-    when = str(step.get("time", ""))[:19].replace("T", " ")
     tool = step.get("tool", "?")
     if step.get("kind") == "restore":
         tool = f"restore (to before step {step.get('restored_step')})"
-    files = step.get("changed") or []
-    shown = ", ".join(files[:6]) + (f" (+{len(files) - 6} more)" if len(files) > 6 else "")
-    return f"{step['step']:<3} {when}  {tool:<10}  {shown}"
+    files = [shown(path) for path in step.get("changed") or []]
+    names = ", ".join(files[:6]) + (f" (+{len(files) - 6} more)" if len(files) > 6 else "")
+    return f"{step['step']:<3} {_when(step)}  {tool:<10}  {names}"
+
+
+def lost_line(record: dict) -> str:
+    """A call whose checkpoint was lost: no step number, it cannot be restored."""
+    tool = str(record.get("tool", "?"))
+    return f"{'-':<3} {_when(record)}  {tool:<10}  checkpoint lost: {record.get('cause')}"
+
+
+def _when(record: dict) -> str:
+    return str(record.get("time", ""))[:19].replace("T", " ")
 
 
 def restore(workspace: Path, session_id: str | None, step: int | None, force: bool) -> str:
@@ -57,7 +74,7 @@ def restore(workspace: Path, session_id: str | None, step: int | None, force: bo
     with _refusals():
         session_id = session_id or latest_session(workspace)
         record = restore_session(workspace, session_id, step, force)
-    files = record["changed"]
+    files = [shown(path) for path in record["changed"]]
     if record.get("failed"):
         return (
             f"step {record['step']} of session {session_id} is a restore that failed and "

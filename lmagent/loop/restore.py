@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lmagent.checkpoints.objects import shown
 from lmagent.checkpoints.steps import Checkpoints, RestorePlan, RestoreRefused
 from lmagent.sandbox.select import SandboxUnavailable, quiesce
 from lmagent.sessions.store import SessionStore
@@ -75,10 +76,10 @@ def stop_sandboxed_processes(workspace: Path | str) -> list[str]:
 
 
 def restore_note(record: dict) -> str:
-    files = record["changed"]
-    shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    files = [shown(path) for path in record["changed"]]
+    names = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
     return (
         f"[The user restored the workspace files to how they were before step "
-        f"{record['restored_step']}. These files went back: {shown}. Read a file again before "
+        f"{record['restored_step']}. These files went back: {names}. Read a file again before "
         "you change it; anything done since that step is undone.]"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
+from lmagent.checkpoints.objects import shown
 from lmagent.checkpoints.shadow import CheckpointError
 from lmagent.checkpoints.steps import Checkpoints
 from lmagent.core.workspace import Workspace
@@ -22,12 +23,13 @@ def review_blueprint(workspace: Workspace) -> Blueprint:
     def checkpoints(session_id: str):
         steps = steps_of(root, session_id)
         shadow = Checkpoints(root)
-        return jsonify({"steps": [{**step, "diff": shadow.diff(step)} for step in steps]})
+        return jsonify({"steps": [{**_shown(step), "diff": shadow.diff(step)} for step in steps]})
 
     @app.get("/api/sessions/<session_id>/checkpoints/<int:step>")
     def restore_plan(session_id: str, step: int):
         plan = plan_restore(root, session_id, step)
-        return jsonify({"step": plan.step, "files": plan.files, "edited": plan.edited})
+        files, edited = _names(plan.files), _names(plan.edited)
+        return jsonify({"step": _shown(plan.step), "files": files, "edited": edited})
 
     @app.post("/api/restore")
     def restore():
@@ -38,7 +40,7 @@ def review_blueprint(workspace: Workspace) -> Blueprint:
         if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
             return _error("step must be a step number (see the session's checkpoints)", 400)
         record = restore_session(root, session_id, step, force=body.get("force") is True)
-        return jsonify(record)
+        return jsonify(_shown(record))
 
     @app.errorhandler(RestoreRefused)
     def refused(exc: RestoreRefused):
@@ -57,6 +59,15 @@ def review_blueprint(workspace: Workspace) -> Blueprint:
         return _error(f"checkpoints failed: {exc}", 500)
 
     return app
+
+
+def _shown(step: dict) -> dict:
+    """A step with its paths as text (a name that is not UTF-8 with its odd bytes as \\xNN)."""
+    return {**step, "changed": _names(step.get("changed") or [])}
+
+
+def _names(paths: list[str]) -> list[str]:
+    return [shown(path) for path in paths]
 
 
 def _error(message: str, status: int) -> tuple[Response, int]:
