@@ -28,7 +28,15 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from lmagent.checkpoints.objects import EXECUTABLE, FILE, FOLDER, GITLINK, LINK, ObjectStore
+from lmagent.checkpoints.objects import (
+    EXECUTABLE,
+    FILE,
+    FOLDER,
+    GITLINK,
+    LINK,
+    MissingObject,
+    ObjectStore,
+)
 from lmagent.checkpoints.scan import MAX_FILE_BYTES, Scanner, read_regular
 
 RESULT_PREFIX = "lmagent/"
@@ -191,6 +199,8 @@ def read_work_tree(repo: TaskRepository, head: str) -> tuple[str, list[str]]:
         if not tracked:
             return scanned, notes
         return write_tree_of(store, merged(found, tracked)), notes
+    except (OSError, MissingObject) as exc:
+        raise GitError(f"cannot read the work tree of {repo.branch}: {exc}") from None
     finally:
         scanner.close()
         store.close()
