@@ -219,3 +219,24 @@ def test_the_pushed_tree_is_what_git_add_all_would_stage(tmp_path, origin):
     files = run("--git-dir", str(origin), "ls-tree", "-r", "--name-only", pushed).split()
     assert {"kept.log", "build/tracked.txt", "lib", "to-readme"} <= set(files)
     assert run("--git-dir", str(origin), "show", f"{pushed}:build/tracked.txt") == "changed too\n"
+
+
+def test_files_too_large_to_push_are_named_in_the_commit_and_none_is_deleted(tmp_path, origin):
+    from lmagent.checkpoints.scan import MAX_FILE_BYTES
+
+    root = tmp_path / "worker"
+    work = check_out(root, TASK, str(origin), "main")
+    big = b"x" * (MAX_FILE_BYTES + 1)
+    (work / "README").write_bytes(big)  # tracked: its committed version stays
+    (work / "data.bin").write_bytes(big)  # untracked: left out
+    (work / "result.txt").write_text("42\n")
+
+    push_result(root, TASK)
+
+    pushed = f"lmagent/{TASK}"
+    assert run("--git-dir", str(origin), "show", f"{pushed}:README") == "hello\n"
+    files = run("--git-dir", str(origin), "ls-tree", "-r", "--name-only", pushed).split()
+    assert files == ["README", "result.txt"]
+    message = run("--git-dir", str(origin), "log", "-1", "--format=%B", pushed)
+    assert "README: larger than 10 MB; its last committed version is kept" in message
+    assert "data.bin: larger than 10 MB, not kept" in message
