@@ -31,6 +31,8 @@ from tests.scripted_llm import ScriptedLLM, text
 if not IN_CI:  # in CI the queue's packages must be there (requirements-queue.txt)
     pytest.importorskip("rq", reason="the queue needs: pip install -r requirements-queue.txt")
 
+pytest_plugins = ["tests.sandbox_fixtures"]
+
 DONE = text("done\nTASK_COMPLETE")
 
 
@@ -80,8 +82,11 @@ def workers(tmp_path, tmp_path_factory, redis_server):
     has a WORKSPACE of its own (`.root`) and accepts task workspaces under `tmp_path`."""
     started: list[subprocess.Popen] = []
 
-    def start(llm: ScriptedLLM, name: str, lease: int = 2, clock: str = "") -> subprocess.Popen:
-        """`clock`: how far this worker's clock is off, for libfaketime ("-1h", "+1h")."""
+    def start(
+        llm: ScriptedLLM, name: str, lease: int = 2, clock: str = "", **settings: str
+    ) -> subprocess.Popen:
+        """`clock`: how far this worker's clock is off, for libfaketime ("-1h", "+1h");
+        `settings`: more of its environment."""
         root = tmp_path_factory.mktemp(f"machine-{name}")
         env = dict(
             os.environ,
@@ -92,6 +97,7 @@ def workers(tmp_path, tmp_path_factory, redis_server):
             SCHEDULER_LEASE=str(lease),
             ENABLE_MCP="false",
             **(skewed_clock(clock, tmp_path) if clock else {}),
+            **settings,
         )
         log = open(tmp_path / f"worker-{name}.log", "wb")  # noqa: SIM115
         process = subprocess.Popen(
@@ -312,6 +318,36 @@ def test_a_git_remote_task_is_run_and_pushed_and_what_its_model_planted_never_ru
         assert f"worker: start {task_id} in {worker.root}" in said
     finally:
         llm.stop()
+
+
+def test_a_git_remote_tasks_docker_container_ends_with_the_task(
+    tmp_path, tmp_path_factory, redis_server, workers, require_backend, sandbox_image
+):
+    from lmagent.sandbox.docker import docker_client, remove_containers
+    from tests.test_scheduler_git import make_origin
+
+    require_backend("docker")
+    origin = make_origin(tmp_path_factory.mktemp("remote"))
+    shell = {"name": "shell", "arguments": {"command": "hostname > where.txt"}}
+    llm = ScriptedLLM([{"tool_calls": [shell]}, DONE]).start()
+    work = None
+    try:
+        config = queue_config(tmp_path, redis_server.url)
+        task_id = redis_queue.submit(
+            config, {"task": "say where", "git": str(origin), "branch": "main"}
+        )
+        worker = workers(llm, "a", SANDBOX_BACKEND="docker", SANDBOX_IMAGE=sandbox_image)
+        work = (worker.root / ".lmagent" / "queue" / "work" / task_id).resolve()
+        wait_for(lambda: outcomes(redis_server.url), 120, "the task to finish")
+        (record,) = outcomes(redis_server.url)
+        assert (record["status"], record["branch"]) == (STATUS_COMPLETED, f"lmagent/{task_id}")
+        assert git_show(origin, f"lmagent/{task_id}:where.txt") == "lmagent-sandbox\n"
+        label = f"lmagent.workspace={work}"
+        assert docker_client().containers.list(all=True, filters={"label": label}) == []
+    finally:
+        llm.stop()
+        if work is not None:
+            remove_containers(workspace=work)
 
 
 def git_show(origin: Path, what: str, *command: str) -> str:

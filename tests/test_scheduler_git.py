@@ -179,3 +179,64 @@ def test_other_transports_and_bad_branches_are_refused(tmp_path, origin):
     for branch in ("--upload-pack=touch", "a..b", ""):
         with pytest.raises(GitError, match="is not a branch name"):
             check_out(tmp_path / "w2", TASK, str(origin), branch)
+
+
+def test_the_pushed_tree_is_what_git_add_all_would_stage(tmp_path, origin):
+    """Read by descriptor, the work tree is committed as git itself would: ignored files left
+    out unless tracked, links kept as links, the executable bit, deletions, a submodule that
+    was never checked out left as it was."""
+    seed = tmp_path / "seed"
+    (seed / ".gitignore").write_text("*.log\nbuild/\n")
+    (seed / "kept.log").write_text("tracked though ignored\n")
+    (seed / "build").mkdir()
+    (seed / "build" / "tracked.txt").write_text("tracked in an ignored folder\n")
+    (seed / "gone.txt").write_text("to be deleted\n")
+    run("add", "--force", ".", cwd=seed)
+    run("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},lib", cwd=seed)
+    run("commit", "--quiet", "-m", "more", cwd=seed)
+    run("push", "--quiet", "origin", "HEAD:main", cwd=seed)
+    reference = tmp_path / "reference"
+    run("clone", "--quiet", str(origin), str(reference))
+    root = tmp_path / "worker"
+    work = check_out(root, TASK, str(origin), "main")
+    for tree in (work, reference):
+        (tree / "kept.log").write_text("changed\n")
+        (tree / "new.log").write_text("ignored\n")
+        (tree / "build" / "tracked.txt").write_text("changed too\n")
+        (tree / "build" / "new.txt").write_text("ignored\n")
+        (tree / "gone.txt").unlink()
+        (tree / "run.sh").write_text("#!/bin/sh\n")
+        (tree / "run.sh").chmod(0o755)
+        (tree / "to-readme").symlink_to("README")
+        (tree / "outside").symlink_to(tmp_path)
+    run("add", "--all", cwd=reference)
+    expected = run("write-tree", cwd=reference).strip()
+
+    push_result(root, TASK)
+
+    pushed = f"lmagent/{TASK}"
+    assert run("--git-dir", str(origin), "rev-parse", f"{pushed}^{{tree}}").strip() == expected
+    files = run("--git-dir", str(origin), "ls-tree", "-r", "--name-only", pushed).split()
+    assert {"kept.log", "build/tracked.txt", "lib", "to-readme"} <= set(files)
+    assert run("--git-dir", str(origin), "show", f"{pushed}:build/tracked.txt") == "changed too\n"
+
+
+def test_files_too_large_to_push_are_named_in_the_commit_and_none_is_deleted(tmp_path, origin):
+    from lmagent.checkpoints.scan import MAX_FILE_BYTES
+
+    root = tmp_path / "worker"
+    work = check_out(root, TASK, str(origin), "main")
+    big = b"x" * (MAX_FILE_BYTES + 1)
+    (work / "README").write_bytes(big)  # tracked: its committed version stays
+    (work / "data.bin").write_bytes(big)  # untracked: left out
+    (work / "result.txt").write_text("42\n")
+
+    push_result(root, TASK)
+
+    pushed = f"lmagent/{TASK}"
+    assert run("--git-dir", str(origin), "show", f"{pushed}:README") == "hello\n"
+    files = run("--git-dir", str(origin), "ls-tree", "-r", "--name-only", pushed).split()
+    assert files == ["README", "result.txt"]
+    message = run("--git-dir", str(origin), "log", "-1", "--format=%B", pushed)
+    assert "README: larger than 10 MB; its last committed version is kept" in message
+    assert "data.bin: larger than 10 MB, not kept" in message

@@ -2,16 +2,20 @@
 tree of its own, and the result is pushed as the branch `lmagent/<task id>`. Credentials are the
 worker's own git configuration; the queue holds only the URL.
 
-The host's git never runs anything the sandbox could have written. The repository the worker
-fetches, commits and pushes from (`<WORKSPACE>/.lmagent/queue/git/<task id>.git`) lies outside
-the task's work tree (`<WORKSPACE>/.lmagent/queue/work/<task id>`), where no sandbox sees it;
-every call names it and the work tree explicitly (never discovery), and overrides in git's
-command scope what could start a program (hooks, fsmonitor, pager, other transports, signing,
-submodule recursion). Only the worker's own configuration (system, global, and this repository's,
-which only the worker writes) can define filter or diff drivers that the work tree's
-`.gitattributes` may name. The work tree's own `.git` (a clone made for the model before the run,
-for its own git use) is never read by the host. The commit is plumbing (`write-tree`,
-`commit-tree`, `update-ref`): no hook, editor or template runs.
+The host's git never runs anything the sandbox could have written, and never reads the work
+tree once a sandbox has used it. The repository the worker fetches, commits and pushes from
+(`<WORKSPACE>/.lmagent/queue/git/<task id>.git`) lies outside the task's work tree
+(`<WORKSPACE>/.lmagent/queue/work/<task id>`), where no sandbox sees it; every call names it
+explicitly (never discovery), and overrides in git's command scope what could start a program
+(hooks, fsmonitor, pager, other transports, signing, submodule recursion). git checks the work
+tree out before any sandbox exists; the result is read by descriptor, as checkpoints are
+(checkpoints/scan.py: folders opened without following links, links stored as links, files
+read from the descriptor opened), written as objects into the worker's repository, and
+committed with plumbing (`commit-tree`, `update-ref`) and pushed with no work tree at all. A
+process still alive in the work tree can change which of the work tree's own entries are read,
+never make a host file be read. No filter, hook, editor or template runs. The work tree's own
+`.git` (a clone made for the model before the run, for its own git use) is never read by the
+host.
 """
 
 from __future__ import annotations
@@ -19,9 +23,21 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from lmagent.checkpoints.objects import (
+    EXECUTABLE,
+    FILE,
+    FOLDER,
+    GITLINK,
+    LINK,
+    MissingObject,
+    ObjectStore,
+)
+from lmagent.checkpoints.scan import MAX_FILE_BYTES, Scanner, read_regular
 
 RESULT_PREFIX = "lmagent/"
 GIT_TIMEOUT = 300
@@ -53,7 +69,6 @@ LOCATION_VARIABLES = (
     "GIT_COMMON_DIR",
     "GIT_NAMESPACE",
 )
-EXCLUDED = "/.lmagent/\n/.lmagent.md\n"  # sessions and checkpoints stay on the worker
 
 
 class GitError(RuntimeError):
@@ -65,13 +80,11 @@ def git(*args: str, cwd: Path | None = None) -> str:
     command = ["git", "--no-pager"]
     for setting in NEUTRAL:
         command += ["-c", setting]
-    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
-    env["GIT_TERMINAL_PROMPT"] = "0"
     try:
         done = subprocess.run(
             [*command, *args],
             cwd=cwd or "/",
-            env=env,
+            env=environment(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -83,6 +96,12 @@ def git(*args: str, cwd: Path | None = None) -> str:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
         raise GitError(f"git {verb(args)} failed: {lines[-1]}")
     return done.stdout
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The worker's environment for git: no location variable, no prompt."""
+    env = {k: v for k, v in os.environ.items() if k not in LOCATION_VARIABLES}
+    return {**env, "GIT_TERMINAL_PROMPT": "0", **extra}
 
 
 def verb(args: tuple[str, ...]) -> str:
@@ -99,8 +118,8 @@ class TaskRepository:
         self.branch = RESULT_PREFIX + task_id
 
     def git(self, *args: str) -> str:
-        where = (f"--git-dir={self.git_dir}", f"--work-tree={self.work_tree}")
-        return git(*where, *args, cwd=self.work_tree)
+        """git on the repository alone: no work tree."""
+        return git(f"--git-dir={self.git_dir}", *args, cwd=self.git_dir)
 
     @property
     def ready(self) -> bool:
@@ -118,11 +137,11 @@ def check_out(root: Path, task_id: str, url: str, branch: str) -> Path:
         shutil.rmtree(leftover, ignore_errors=True)
     repo.work_tree.mkdir(parents=True)
     git("init", "--quiet", "--bare", str(repo.git_dir))
-    (repo.git_dir / "info" / "exclude").write_text(EXCLUDED, encoding="utf-8")
     repo.git("remote", "add", "origin", url)
     fetched = f"refs/remotes/origin/{branch}"
     repo.git("fetch", "--quiet", "--no-tags", "origin", f"+refs/heads/{branch}:{fetched}")
-    repo.git("checkout", "--quiet", "-B", repo.branch, fetched)
+    where = (f"--git-dir={repo.git_dir}", f"--work-tree={repo.work_tree}")
+    git(*where, "checkout", "--quiet", "-B", repo.branch, fetched, cwd=repo.work_tree)
     give_model_a_clone(repo)
     (repo.git_dir / "lmagent-ready").write_text("", encoding="utf-8")
     return repo.work_tree
@@ -147,18 +166,125 @@ def check_branch(branch: str) -> None:
 
 
 def push_result(root: Path, task_id: str) -> str:
-    """Commit what the work tree holds (not `.git`, `.lmagent/`) on top of the result branch
-    and push it as `lmagent/<task id>`; returns that name. Call it only when no sandboxed
-    process of the work tree can be alive."""
+    """Commit what the work tree holds (not `.git`, `.lmagent/`), read by descriptor, on top of
+    the result branch and push it as `lmagent/<task id>`; returns that name. What was left out
+    (a file too large or unreadable) is said in the commit's message."""
     repo = TaskRepository(root, task_id)
-    repo.git("add", "--all")
-    tree = repo.git("write-tree").strip()
-    if tree != repo.git("rev-parse", "HEAD^{tree}").strip():
-        message = f"lmagent task {task_id}"
+    head = repo.git("rev-parse", "HEAD^{tree}").strip()
+    tree, notes = read_work_tree(repo, head)
+    if tree != head:
+        message = "\n".join([f"lmagent task {task_id}", *(["", *notes] if notes else [])])
         commit = repo.git(*identity(repo), "commit-tree", tree, "-p", "HEAD", "-m", message).strip()
         repo.git("update-ref", f"refs/heads/{repo.branch}", commit)
     repo.git("push", "--quiet", "origin", f"refs/heads/{repo.branch}:refs/heads/{repo.branch}")
     return repo.branch
+
+
+def read_work_tree(repo: TaskRepository, head: str) -> tuple[str, list[str]]:
+    """(the work tree's tree id, notes on what was left out), its objects written into the
+    worker's repository: what `git add --all` would have staged against `head`, read by
+    descriptor. The scan leaves out what .gitignore matches; a file `head` holds stays
+    tracked all the same (git ignores only untracked files), as does a submodule's gitlink
+    whose folder was never checked out."""
+    store = ObjectStore(repo.git_dir, environment(GIT_DIR=str(repo.git_dir)))
+    scanner = Scanner(repo.work_tree, store, repo.git_dir / "lmagent-stat-cache.json")
+    try:
+        scanned, notes = scanner.tree()
+        found = store.files(scanned)
+        tracked = {
+            path: entry
+            for path, committed in store.files(head).items()
+            if path not in found and (entry := still_tracked(scanner, path, committed, notes))
+        }
+        if not tracked:
+            return scanned, notes
+        return write_tree_of(store, merged(found, tracked)), notes
+    except (OSError, MissingObject) as exc:
+        raise GitError(f"cannot read the work tree of {repo.branch}: {exc}") from None
+    finally:
+        scanner.close()
+        store.close()
+
+
+def still_tracked(
+    scanner: Scanner, path: str, committed: tuple[str, str], notes: list[str]
+) -> tuple[str, str] | None:
+    """The entry a committed path the scan left out keeps, read by descriptor: None when it
+    is gone (or a folder now); its committed entry, noted, when it cannot be read."""
+    prefix, _, name = path.rpartition("/")
+    try:
+        fd = scanner.open_folder(prefix + "/" if prefix else "")
+    except OSError:
+        return None  # a folder on the way is gone, or a link now
+    try:
+        return entry_at(scanner.store, fd, name, committed)
+    except OSError as exc:
+        notes[:] = [note for note in notes if not note.startswith(path + ": ")]
+        notes.append(f"{path}: {exc.strerror or exc}; its last committed version is kept")
+        return committed
+    finally:
+        os.close(fd)
+
+
+def entry_at(
+    store: ObjectStore, fd: int, name: str, committed: tuple[str, str]
+) -> tuple[str, str] | None:
+    """(mode, sha) of entry `name` of the folder open as `fd`, its object written; None when
+    it is gone or a folder (a submodule's folder: its committed gitlink); OSError when it
+    cannot be read."""
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(info.st_mode):
+        return committed if committed[0] == GITLINK else None
+    if stat.S_ISLNK(info.st_mode):
+        return LINK, store.write("blob", os.readlink(os.fsencode(name), dir_fd=fd))
+    data = read_regular(fd, name, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+    if data is None:
+        raise OSError("not a regular file, or changed while read")
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(f"larger than {MAX_FILE_BYTES // 2**20} MB")
+    return (EXECUTABLE if info.st_mode & stat.S_IXUSR else FILE), store.write_blob(data)
+
+
+def merged(
+    found: dict[str, tuple[str, str]], tracked: dict[str, tuple[str, str]]
+) -> dict[str, tuple[str, str]]:
+    """The scanned files and the tracked ones the scan left out, but where a path is a file
+    in one and a folder in the other (the work tree changed between the two looks): the scan's."""
+    folders = {parent for path in found for parent in parents(path)}
+    kept = {
+        path: entry
+        for path, entry in tracked.items()
+        if path not in folders and not any(parent in found for parent in parents(path))
+    }
+    return {**found, **kept}
+
+
+def parents(path: str) -> list[str]:
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def write_tree_of(store: ObjectStore, files: dict[str, tuple[str, str]]) -> str:
+    """The tree holding `path -> (mode, sha)` entries, written into `store`; its id."""
+    top: dict = {}
+    for path, entry in files.items():
+        *folders, name = path.split("/")
+        node = top
+        for folder in folders:
+            node = node.setdefault(folder, {})
+        node[name] = entry
+
+    def write(node: dict) -> str:
+        entries = {
+            name: (FOLDER, write(value)) if isinstance(value, dict) else value
+            for name, value in node.items()
+        }
+        return store.write_tree(entries)
+
+    return write(top)
 
 
 def identity(repo: TaskRepository) -> list[str]:

@@ -306,22 +306,24 @@ class AgentWorker(SimpleWorker):
             self.runtimes[config.workspace] = Runtime(config).start()
         return self.runtimes[config.workspace]
 
-    def quiesce(self, workspace: Path) -> None:
-        """Before the host runs git in a task's work tree: no sandboxed process of it may be
-        alive (one left behind could swap a folder for a link out of it while git reads).
-        Its runtime is closed, and every sandboxed process of it, whoever started it, killed;
-        GitError (the push is tried again later) when that cannot be made sure."""
-        from lmagent.sandbox.base import SandboxUnavailable
+    def end_sandboxes(self, workspace: Path) -> None:
+        """A git task's sandboxes end with the task, however it ends: its runtime is closed,
+        every sandboxed process of its work tree killed (whoever started it) and its Docker
+        container removed. What cannot be done is said, not raised: the push reads the work
+        tree by descriptor, so nothing left alive could make it send a file from outside."""
+        from lmagent.sandbox.docker import docker_engine_expected, remove_containers
         from lmagent.sandbox.select import quiesce
-        from lmagent.scheduler.git_workspace import GitError
 
         runtime = self.runtimes.pop(workspace, None)
-        if runtime is not None:
-            runtime.close()
         try:
+            if runtime is not None:
+                runtime.close()
             stopped = quiesce(workspace)
-        except SandboxUnavailable as exc:
-            raise GitError(f"cannot make sure no sandboxed process is running: {exc}") from None
+            if docker_engine_expected():
+                remove_containers(workspace=workspace.resolve())
+        except Exception as exc:  # the engine or a process table out of reach: said, not fatal
+            self.say(f"worker: the sandbox of {workspace} may still be running: {exc}")
+            return
         if stopped:
             self.say(f"worker: stopped what the task left running: {', '.join(stopped)[:300]}")
 
@@ -335,22 +337,17 @@ class AgentWorker(SimpleWorker):
     def run_current(self, payload: dict) -> dict:
         """Run the task, push a git workspace's result, record the outcome: each step kept on
         the job, so a retry (a dead worker, a failed push, a lost Redis reply) redoes only what
-        is missing."""
+        is missing. A git task's sandboxes end with its run, however it ends."""
         job, workspace, _, _ = self.current
-        outcome = job.meta.get("outcome")
-        if not isinstance(outcome, dict):
-            outcome = self.timed_run(job, payload, workspace)
-            if outcome.pop("unreachable"):  # back on the queue, without spending a try
-                job.retries_left = (job.retries_left or 0) + 1
-                self.say(f"worker: put {job.id} back on the queue: {outcome['error']}")
-                raise RuntimeError(f"the model server stopped answering: {outcome['error']}")
-            if outcome["status"] == STATUS_INTERRUPTED:
-                raise RuntimeError(f"interrupted: {outcome['error']}")  # RQ retries it
-            self.keep(job, outcome)
-        if "git" in payload["workspace"] and "branch" not in outcome:
+        git_task = "git" in payload["workspace"]
+        try:
+            outcome = self.outcome_of(job, payload, workspace)
+        finally:
+            if git_task:
+                self.end_sandboxes(workspace)
+        if git_task and "branch" not in outcome:
             from lmagent.scheduler.git_workspace import push_result
 
-            self.quiesce(workspace)
             self.keep(job, {**outcome, "branch": push_result(self.config.workspace, job.id)})
         if not job.meta.get("recorded"):
             record_outcome(self.connection, job.meta["outcome"])
@@ -361,6 +358,22 @@ class AgentWorker(SimpleWorker):
                 f"(session {outcome['session_id']})"
             )
         return job.meta["outcome"]
+
+    def outcome_of(self, job, payload: dict, workspace: Path) -> dict:
+        """The run's outcome, kept on the job (the one kept there by an earlier try); raises
+        for RQ to try again when the model server went away or the run was interrupted."""
+        outcome = job.meta.get("outcome")
+        if isinstance(outcome, dict):
+            return outcome
+        outcome = self.timed_run(job, payload, workspace)
+        if outcome.pop("unreachable"):  # back on the queue, without spending a try
+            job.retries_left = (job.retries_left or 0) + 1
+            self.say(f"worker: put {job.id} back on the queue: {outcome['error']}")
+            raise RuntimeError(f"the model server stopped answering: {outcome['error']}")
+        if outcome["status"] == STATUS_INTERRUPTED:
+            raise RuntimeError(f"interrupted: {outcome['error']}")  # RQ retries it
+        self.keep(job, outcome)
+        return outcome
 
     @staticmethod
     def keep(job, outcome: dict) -> None:
