@@ -121,6 +121,20 @@ class ObjectStore:
             self.trees[sha] = decode_tree(data)
         return self.trees[sha]
 
+    def files(self, tree: str) -> dict[str, tuple[str, str]]:
+        """Every file, link and gitlink of a tree: `path -> (mode, sha)` (walked from a stack,
+        so a tree of any depth)."""
+        found: dict[str, tuple[str, str]] = {}
+        stack = [(tree, "")]
+        while stack:
+            sha, prefix = stack.pop()
+            for name, (mode, entry) in self.read_tree(sha).items():
+                if mode == FOLDER:
+                    stack.append((entry, f"{prefix}{name}/"))
+                else:
+                    found[prefix + name] = (mode, entry)
+        return found
+
     def commit_tree(self, commit: str) -> str:
         kind, data = self.read(commit)
         if kind != "commit" or not data.startswith(b"tree "):
