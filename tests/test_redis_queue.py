@@ -151,8 +151,13 @@ def skewed_clock(offset: str, directory: Path) -> dict:
         "LD_PRELOAD": library,
         "FAKETIME": offset,
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": python_path_with(site),
     }
+
+
+def python_path_with(directory: Path) -> str:
+    """PYTHONPATH with `directory` first (its sitecustomize.py runs in the process)."""
+    return os.pathsep.join(filter(None, [str(directory), os.environ.get("PYTHONPATH")]))
 
 
 def queue_config(workspace: Path, url: str):
@@ -474,6 +479,118 @@ def test_forged_and_undecodable_jobs_are_refused_once_and_never_acted_on(
         assert said.count("taking tasks from") == 1 and "Traceback" not in said  # no restart
     finally:
         llm.stop()
+
+
+FLIPPER = '''"""The attacker of test_a_jobs_data_rewritten_after_the_guards_read_is_never_run, in
+the worker: right after the worker reads a race job's hash, another connection rewrites its
+`data` to call forged_race.run, and only then does the worker go on."""
+import os
+
+if os.environ.get("RACE_FORGED_DATA"):
+    import redis
+
+    FORGED = bytes.fromhex(os.environ["RACE_FORGED_DATA"])
+    read = redis.Redis.execute_command
+    attacker = redis.Redis.from_url(os.environ["RACE_REDIS_URL"])
+
+    def execute_command(self, *args, **options):
+        result = read(self, *args, **options)
+        if args[0] == "HGETALL" and result and result.get(b"data") != FORGED:
+            if result.get(b"description", b"").startswith(b"resume race-"):
+                attacker.hset(args[1], "data", FORGED)
+                attacker.sadd("race:flipped", args[1])
+        return result
+
+    redis.Redis.execute_command = execute_command
+'''
+
+FORGED_MODULE = '''"""What the rewritten job names: leaves a mark when imported and when called."""
+import os
+from pathlib import Path
+
+(Path(os.environ["RACE_MARKS"]) / "imported").write_text("imported")
+
+
+def run(**kwargs):
+    (Path(os.environ["RACE_MARKS"]) / "called").write_text(repr(kwargs))
+'''
+
+RACE_ATTEMPTS = 300
+
+
+def race_payload(workspace: Path, attempt: int) -> dict:
+    """A wake-up of a session that is not waiting: a task the worker runs, and skips, at once."""
+    session = f"race-{attempt:04d}"
+    where = {"path": str(workspace)}
+    return {"task": None, "session_id": session, "mode": "auto", "workspace": where,
+            "wake": "2000-01-01T00:00:00+00:00"}  # fmt: skip
+
+
+def forged_race_data(payload: dict) -> bytes:
+    return zlib.compress(json.dumps(["forged_race.run", None, [], {"payload": payload}]).encode())
+
+
+def test_a_jobs_data_rewritten_after_the_guards_read_is_never_run(
+    tmp_path, tmp_path_factory, redis_server, workers
+):
+    """Finding: the guard checked one read of a job's hash and RQ ran another; a writer
+    rewriting `data` in between had RQ import and call a function of its choice. Here every
+    one of RACE_ATTEMPTS jobs is rewritten right after the worker's read of it."""
+    site, marks = tmp_path_factory.mktemp("race-site"), tmp_path_factory.mktemp("race-marks")
+    (site / "sitecustomize.py").write_text(FLIPPER)
+    (site / "forged_race.py").write_text(FORGED_MODULE)
+    llm = ScriptedLLM([DONE]).start()
+    try:
+        config = shared_config(tmp_path, redis_server.url)
+        connection = redis_queue.connect(redis_server.url)
+        queue = redis_queue.rq_queue(connection)
+        payloads = [race_payload(config.workspace, i) for i in range(RACE_ATTEMPTS)]
+        ids = [redis_queue.enqueue(queue, payload).id for payload in payloads]
+        env = {"PYTHONPATH": python_path_with(site), "RACE_MARKS": str(marks)}
+        env["RACE_REDIS_URL"] = redis_server.url
+        env["RACE_FORGED_DATA"] = forged_race_data(payloads[0]).hex()
+        workers(llm, "a", **env)
+        wait_for(
+            lambda: list(marks.iterdir()) or len(outcomes(redis_server.url)) >= RACE_ATTEMPTS,
+            240, "every race job to be run",
+        )  # fmt: skip
+        flipped = connection.scard("race:flipped")
+        print(f"{flipped} jobs rewritten right after the worker's read of them")
+        assert list(marks.iterdir()) == [], f"the forged function ran ({flipped} attempts)"
+        assert flipped == RACE_ATTEMPTS
+        records = outcomes(redis_server.url)
+        assert Counter(r["task_id"] for r in records) == Counter(ids)  # each once
+        assert {r["status"] for r in records} == {"skipped"}  # what was checked ran
+        real = redis_queue.submit(config, {"task": "a real task"})
+        wait_for(lambda: len(outcomes(redis_server.url)) > RACE_ATTEMPTS, 60, "the real task")
+        last = outcomes(redis_server.url)[-1]
+        assert (last["task_id"], last["status"]) == (real, STATUS_COMPLETED)
+        assert list(marks.iterdir()) == [] and len(llm.requests) == 1
+        said = (tmp_path / "worker-a.log").read_text()
+        assert said.count("taking tasks from") == 1 and "Traceback" not in said
+    finally:
+        llm.stop()
+
+
+def test_a_job_changed_after_its_check_is_refused_when_performed(
+    tmp_path, redis_server, monkeypatch
+):
+    """The worker's job class checks the call again when RQ performs it, before importing
+    anything: a job object that no longer holds what was checked runs nothing."""
+    from lmagent.scheduler.queue_guard import NotATask, checked_job
+
+    (tmp_path / "forged_race.py").write_text(FORGED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("RACE_MARKS", str(tmp_path))
+    _, connection, _, submitted = a_queued_task(tmp_path, redis_server.url)
+    job = checked_job(submitted.id, connection.hgetall(submitted.key), connection)
+    job.data = zlib.decompress(forged_race_data(job.kwargs["payload"]))
+    with pytest.raises(NotATask, match=r"not an lmagent task \(forged_race.run\); never run"):
+        job.perform()
+    assert "forged_race" not in sys.modules and not (tmp_path / "imported").exists()
+    (record,) = outcomes(redis_server.url)
+    assert (record["task_id"], record["status"]) == (submitted.id, "refused")
+    assert job.retries_left == 0  # failed once, not tried again
 
 
 def test_jobs_planted_where_rqs_maintenance_looks_are_refused_without_calling_anything(

@@ -38,12 +38,8 @@ from lmagent.core.status import STATUS_ERROR, STATUS_INTERRUPTED, STATUS_WAITING
 from lmagent.core.stop import StopToken
 from lmagent.llm.probe import probe_model
 from lmagent.loop.permissions import PermissionGate
-from lmagent.scheduler.queue_clock import (
-    QueueClockIntermediateQueue,
-    QueueClockJob,
-    clean_registries,
-)
-from lmagent.scheduler.queue_guard import CheckedScheduler, checked_queue
+from lmagent.scheduler.queue_clock import QueueClockIntermediateQueue, clean_registries
+from lmagent.scheduler.queue_guard import CheckedJob, CheckedScheduler, checked_queue
 from lmagent.scheduler.redis_queue import (
     MAX_TRIES,
     QUEUE_NAME,
@@ -91,7 +87,7 @@ class AgentWorker(SimpleWorker):
             [QUEUE_NAME],  # a CheckedQueue (queue_class)
             connection=connection,
             serializer=JSONSerializer,
-            job_class=QueueClockJob,
+            job_class=CheckedJob,  # checked again when performed
             queue_class=checked_queue(name, log),
             name=name,
             worker_ttl=15 + max(1, lease // 2),  # RQ waits this minus 15 s for a job at a time
