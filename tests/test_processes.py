@@ -87,7 +87,10 @@ def test_fork_bomb_outliving_a_timeout_wrapper_is_gone(sandbox):
 def test_runner_killed_mid_command_leaves_nothing(sandbox):
     """A command that kills the runner itself: its detached child is reaped on the next start."""
     result = sandbox.run("(setsid sleep 7775 &); kill -9 $PPID; sleep 5", timeout=20)
-    assert result.error
+    if sandbox.name == "bwrap":  # the runner is PID 1 there: the kernel ignores the kill
+        assert result.exit_code == 0 and result.error is None
+    else:
+        assert result.error
     assert sandbox.run("echo next").output == "next\n"
     assert count_matching(sandbox, "sleep 777[5]") == 0
 

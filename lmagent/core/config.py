@@ -280,6 +280,12 @@ class Config:
         "none",
         "network for sandboxed commands",
     )
+    sandbox_idle_minutes: int = _setting(
+        "SANDBOX_IDLE_MINUTES",
+        _parse_number(int, 0, 10080),
+        "30",
+        "minutes a Docker sandbox with no agent using it keeps running (0 = until stopped)",
+    )
     sandbox_debian_mirror: str = _setting(
         "SANDBOX_DEBIAN_MIRROR",
         _parse_str,

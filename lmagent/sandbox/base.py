@@ -63,6 +63,8 @@ class SandboxConfig:
     """Commit author/committer e-mail used by git inside the sandbox."""
     user: str | None = None
     """uid:gid commands run as in the container; None = the host user's uid:gid."""
+    idle_minutes: float = 30
+    """Minutes a Docker container with no runner in it keeps running (0: until stopped)."""
 
     debian_mirror: str = ""
     """Debian archive the image is built from when `docker build` cannot pull (blank: the first
@@ -76,6 +78,7 @@ class SandboxConfig:
             backend=config.sandbox_backend,
             image=config.sandbox_image,
             network=config.sandbox_network,
+            idle_minutes=config.sandbox_idle_minutes,
             debian_mirror=config.sandbox_debian_mirror,
         )
 
@@ -330,10 +333,28 @@ class RunnerSandbox:
         nothing it started."""
 
     def sweep(self) -> list[str]:
-        """Hook: from the host, kill what no runner of the sandbox would (Docker: stopped
-        runners and job servers, orphans); the processes killed, described."""
+        """From the host, kill what no runner of the sandbox would (Docker adds stopped runners
+        and job servers, orphans); the processes killed, described. Idle runners end their
+        waiting shells (a command could have written one's memory) and what else they spare
+        but the job server."""
         self.watcher.check()
+        self._rest_idle_runners()
         return []
+
+    def _rest_idle_runners(self) -> None:
+        """Ask each idle runner to rest; one that does not answer is lost (killed, swept)."""
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._lent += len(idle)
+            generation = self._generation
+        for channel in idle:
+            try:
+                channel.send({"op": "rest"})
+                channel.receive(time.monotonic() + JOB_REPLY_TIMEOUT)
+            except ChannelLost:
+                self._lost(channel)
+                channel = None
+            self._give_back(channel, generation)
 
     def _start_channel(self, transport, **extra) -> Channel:
         """Greet a freshly started runner (it writes HOME/.gitconfig and the ignore file); close

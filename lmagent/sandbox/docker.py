@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import struct
 import subprocess
@@ -47,8 +46,8 @@ from lmagent.sandbox.supervise import (
     cgroup_members,
     container_processes_exist,
     kill_trees,
+    process_uid,
     processes_of,
-    signal_quietly,
     still_alive,
 )
 
@@ -138,8 +137,14 @@ class DockerSandbox(RunnerSandbox):
 
     # --- container lifecycle -------------------------------------------------------------------
     def _config_digest(self) -> str:
-        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 4]
+        settings = [self.image.id, self.cfg.network, self.cfg.uid_gid(), PIDS_LIMIT, 5]
+        settings += [keeper_user(self.cfg), self._init_command()]
         return hashlib.sha256(json.dumps(settings).encode()).hexdigest()[:16]
+
+    def _init_command(self) -> list[str]:
+        """The container's PID 1: the runner file's `keep_container`, under the filter."""
+        idle = str(round(self.cfg.idle_minutes * 60))
+        return ["python3", "-c", RUNNER_SOURCE, "keep-container", filter_program().hex(), idle]
 
     def _find_or_create(self):
         name = container_name(self.workspace)
@@ -185,12 +190,12 @@ class DockerSandbox(RunnerSandbox):
         tmpfs_opts = "rw,exec,nosuid,nodev,mode=1777,size="  # exec: a venv or a build in /tmp
         return {
             "image": self.image.id,
-            "command": ["sleep", "infinity"],
+            "command": self._init_command(),
             "name": name,
             "hostname": "lmagent-sandbox",
             "labels": {LABEL_KIND: "1", LABEL_WORKSPACE: ws, LABEL_CONFIG: self._config_digest()},
-            "user": self.cfg.uid_gid(),
-            "working_dir": ws,
+            "user": keeper_user(self.cfg),  # commands run as cfg.uid_gid(), by docker exec
+            "working_dir": "/",
             "environment": {"HOME": SANDBOX_HOME, "PATH": SYSTEM_PATH, "LANG": "C.UTF-8"},
             "mounts": self._mounts(),
             "tmpfs": {"/tmp": tmpfs_opts + "256m", SANDBOX_HOME: tmpfs_opts + "64m"},
@@ -202,7 +207,7 @@ class DockerSandbox(RunnerSandbox):
             "memswap_limit": f"{DEFAULT_MEMORY_MB}m",
             "nano_cpus": 900_000_000,
             "network_mode": self.cfg.network,
-            "init": True,
+            "init": False,  # PID 1 is keep_container: Docker's own init would be unfiltered
             "detach": True,
         }
 
@@ -304,17 +309,16 @@ class DockerSandbox(RunnerSandbox):
     def sweep(self) -> list[str]:
         """Kill, from the host, the container's processes no runner would: orphans adopted by
         its init (a runner that died left them) and stopped runners, job servers and keepers,
-        each with everything below it; let the container's own command go on if a command
-        stopped it. The processes killed, described."""
+        each with everything below it; a container whose PID 1 is not the keeper it was made
+        with is killed as a whole. The processes killed, described."""
         super().sweep()
         found = host_view(self.container)
         if found is None:
             return []
         table, members, init = found
+        if not is_keeper(members, init):
+            return [kill_container(self.container)]
         killed = kill_trees(strays(table, members, init), container_processes(self.container))
-        for pid in oldest_child(table, members, init):
-            if table[pid].state in STOPPED_STATES:
-                signal_quietly(pid, signal.SIGCONT)
         return describe(table, killed)
 
     def _memory_needed(self, memory_mb: int) -> None:
@@ -357,8 +361,9 @@ def container_processes(container):
 
 
 def quiesce_container(workspace: Path) -> list[str]:
-    """Kill every process in the workspace's container but its init and its own command (the
-    whole container when the host cannot see its processes); the processes killed, described.
+    """Kill every process in the workspace's container but its init, the keeper (the whole
+    container when the host cannot see its processes, or its init is not the keeper it was made
+    with); the processes killed, described.
     No engine or no container: nothing to do. Raises SandboxUnavailable when it cannot."""
     if docker is None or not docker_engine_expected():
         return []
@@ -376,13 +381,11 @@ def quiesce_container(workspace: Path) -> list[str]:
         raise SandboxUnavailable(f"Docker error: {_first_line(exc)}") from exc
     found = host_view(container)
     if found is None:
-        if container.status == "running":
-            container.kill()
-            return [f"container {container.name} (killed as a whole)"]
-        return []
+        return [kill_container(container)] if container.status == "running" else []
     table, members, init = found
-    keep = {init, *oldest_child(table, members, init)}
-    killed = kill_trees(members - keep, container_processes(container))
+    if not is_keeper(members, init):
+        return [kill_container(container)]
+    killed = kill_trees(members - {init}, container_processes(container))
     left = still_alive(killed)
     if left:
         raise SandboxUnavailable(f"processes of {container.name} survive SIGKILL: {left}")
@@ -394,12 +397,33 @@ def docker_engine_expected() -> bool:
     return bool(os.environ.get("DOCKER_HOST")) or os.path.exists("/var/run/docker.sock")
 
 
+def keeper_user(cfg: SandboxConfig) -> str:
+    """The uid:gid of the container's PID 1: one no command runs as, so that none can signal it,
+    trace it or write its memory (nobody's, or the one below it when commands run as nobody)."""
+    uid = 65534 if cfg.uid_gid().split(":")[0] != "65534" else 65533
+    return f"{uid}:{uid}"
+
+
+def is_keeper(members: set[int], init: int) -> bool:
+    """Whether the container's PID 1 is the keeper it was made with: a uid no other process of
+    the container has (so no command could have signalled it or written its memory). (Its name
+    is no proof: it is set only once the keeper's interpreter has started.)"""
+    uid = process_uid(init)
+    return uid is not None and uid not in {process_uid(p) for p in members - {init}}
+
+
+def kill_container(container) -> str:
+    """Kill the container as a whole (the next use starts it afresh)."""
+    with contextlib.suppress(NotFound):
+        container.kill()
+    return f"container {container.name} (killed as a whole)"
+
+
 def strays(table: dict[int, HostProcess], members: set[int], init: int) -> set[int]:
     """The container's processes the host kills whenever it looks: orphans its init adopted
-    (all children of init but its own command, the oldest) and stopped runners (processes
-    Docker started from outside), job servers and keepers."""
-    children = {p for p in members if table[p].ppid == init}
-    orphans = children - set(oldest_child(table, members, init))
+    (it starts nothing itself, so all its children) and stopped runners (processes Docker
+    started from outside), job servers and keepers."""
+    orphans = {p for p in members if table[p].ppid == init}
     entries = {p for p in members if p != init and table[p].ppid not in members}
     stopped = {
         p
@@ -407,11 +431,6 @@ def strays(table: dict[int, HostProcess], members: set[int], init: int) -> set[i
         if table[p].state in STOPPED_STATES and (p in entries or table[p].name in OWN_NAMES)
     }
     return orphans | stopped
-
-
-def oldest_child(table: dict[int, HostProcess], members: set[int], init: int) -> list[int]:
-    children = [p for p in members if table[p].ppid == init]
-    return [min(children, key=lambda p: table[p].start)] if children else []
 
 
 def describe(table: dict[int, HostProcess], pids: set[int]) -> list[str]:
@@ -532,6 +551,23 @@ class DirectSocket:
     def close(self) -> None:
         self.conn.close()
         self.exec_stream.close()
+
+
+def stop_container(workspace: Path) -> str:
+    """Stop the workspace's sandbox container now (its next use starts it again); what was
+    done, in words."""
+    try:
+        container = docker_client().containers.get(container_name(workspace))
+        running = container.status == "running"
+        if running:
+            container.stop(timeout=5)
+    except NotFound:
+        running = False
+    except DockerException as exc:
+        raise SandboxUnavailable(f"Docker error: {_first_line(exc)}") from exc
+    if not running:
+        return f"no sandbox container is running for {workspace}"
+    return f"stopped the sandbox container of {workspace} ({container.name})"
 
 
 def remove_containers(client=None, workspace: Path | None = None) -> int:

@@ -228,6 +228,9 @@ class BwrapSandbox(RunnerSandbox):
             os.write(program_w, filter_program())  # far below a pipe's buffer
             os.close(program_w)
             argv = [*bwrap_argv(self.workspace, self.home), "--seccomp", str(program_r)]
+            # the runner is PID 1 (bwrap's own init would be dumpable: a command could write
+            # its memory); when it exits, the kernel kills everything left in the sandbox
+            argv += ["--as-pid-1"]
             argv += [self.python, "-c", RUNNER_SOURCE]
             cgroup = pids_cgroup(self.workspace)
             transport = PipeTransport(

@@ -9,6 +9,7 @@ Protocol. The host writes one JSON object per line on stdin:
                           -> {"op": "ready", "pid", "uid", "direct": bool, "workspace": [dev, ino]}
   {"op": "run", "id", "cmd", "cwd", "env", "timeout", "mem_mb", "max_rss_mb", "cap"}
   {"op": "kill", "id"}                                               (stop the running command)
+  {"op": "rest"}  -> {"op": "rested"}   (between runs: end the waiting shell and leftovers)
   {"op": "jobs", "path", "token", "max_running"}  -> {"op": "jobs", "ok"}  (start the job server)
 Each answer is one JSON header line; a "run" answer carries "head" + "tail" raw output bytes
 right after it, so binary output and output without a trailing newline survive intact.
@@ -31,7 +32,9 @@ Background processes are the job server's (`JobServer`, forked on "jobs"): it li
 given unix socket for the host, runs each process under a keeper of its own (`keep_command`, a
 subreaper that kills what its command leaves behind) and is spared by the sweeps. When the host
 goes away, the runner kills everything it started, job server included; on Docker a new runner
-first kills what a runner that died left behind (`reap_orphans`).
+first kills what a runner that died left behind (`reap_orphans`). The Docker container's PID 1
+is this file too (`keep_container`, run by the host as another uid than commands): under the
+filter, not dumpable, reaping orphans; under bwrap the runner itself is PID 1 (`--as-pid-1`).
 Only the standard library is used; the code runs on any Python 3 the sandbox happens to have.
 """
 
@@ -56,8 +59,10 @@ SECCOMP_MODE_FILTER = 2
 RUNNER_NAME = b"lmagent-runner"  # what the runner is called in /proc
 JOBS_NAME = b"lmagent-jobs"  # ... the job server
 KEEPER_NAME = b"lmagent-keeper"  # ... a background process's keeper
+INIT_NAME = b"lmagent-init"  # ... the Docker container's PID 1 (keep_container)
 KILL_PATIENCE = 5.0  # seconds a kill sweeps for stragglers at most
 WATCH_INTERVAL = 0.05  # seconds between watchdog checks
+IDLE_LOOK = 10.0  # seconds between the Docker keeper's looks for a runner
 DRAIN_GRACE = 0.3  # seconds to keep reading output after a kill
 OOM_COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")
 SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
@@ -193,6 +198,8 @@ class Server:
             self.start_jobs(req)
         elif op == "ping":
             self.send({"op": "pong"})
+        elif op == "rest":
+            self.rest()
 
     def hello(self, req):
         write_home(req)
@@ -292,6 +299,16 @@ class Server:
         leftovers = my_children() - keep
         if leftovers:
             self.kill_processes(leftovers, keep)
+
+    def rest(self):
+        """Between runs: end the waiting shell (a command could have written its memory; it
+        might have left its process group) and all else but the job server; the next command
+        starts a fresh shell."""
+        if self.warm is not None:
+            self.warm.discard()
+            self.warm = None
+        self.sweep()
+        self.send({"op": "rested"})
 
     # --- one command ---------------------------------------------------------------------------
     def run(self, req):
@@ -416,18 +433,49 @@ def install_filter(program):
 def reap_orphans(reap):
     """Docker: kill what a runner that died (killed -9, say) left behind in the container.
 
-    Its processes were adopted by the container's init (PID 1); of init's children only the
-    container's own command, the oldest, belongs there.
+    Its processes were adopted by the container's init (PID 1, `keep_container`), which starts
+    nothing itself: every child it has is an orphan. (Runners are started by Docker from
+    outside the container, so none is a child of init.)
     """
-    orphans = {pid: start for pid, start in init_children().items() if pid != os.getpid()}
-    if len(orphans) > 1:
-        oldest = min(orphans, key=orphans.get)
-        kill_trees(set(orphans) - {oldest}, set(my_children()), reap)
+    orphans = set(init_children()) - {os.getpid()}
+    if orphans:
+        kill_trees(orphans, set(my_children()), reap)
 
 
 def init_children():
-    """{pid: start time} of the children of PID 1."""
-    return {pid: int(f[19]) for pid, f in proc_stats() if len(f) > 19 and f[1] == b"1"}
+    """The pids of the children of PID 1."""
+    return {pid for pid, f in proc_stats() if len(f) > 1 and f[1] == b"1"}
+
+
+def keep_container(program, idle_after):
+    """Docker: the container's PID 1, started by the host as another uid than every command (so
+    no command can signal it or write its memory), not dumpable and under the syscall filter;
+    it reaps the orphans it adopts until Docker stops it (SIGTERM), or until it has been alone
+    in the container for `idle_after` seconds (0: never), when it exits and the container stops
+    (the host starts it again on its next use). Never returns."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_NAME, INIT_NAME, 0, 0, 0)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    installed = install_filter(program)
+    if installed is not True:
+        sys.exit(f"{INIT_NAME.decode()}: {installed}")
+    wanted = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)  # taken by sigwait, never by a handler
+    alone_since = time.monotonic()
+    while True:
+        reap_all({})
+        if not alone():
+            alone_since = time.monotonic()
+        elif idle_after and time.monotonic() - alone_since >= idle_after:
+            sys.exit(0)
+        got = signal.sigtimedwait(wanted, min(IDLE_LOOK, idle_after or IDLE_LOOK))
+        if got is not None and got.si_signo != signal.SIGCHLD:
+            sys.exit(0)
+
+
+def alone():
+    """Whether this is the only live process in sight (the container's init, with no runner)."""
+    return all(pid == os.getpid() or f[0] in (b"Z", b"X") for pid, f in proc_stats() if f)
 
 
 # --- background processes ----------------------------------------------------------------------
@@ -1064,4 +1112,6 @@ def resident_bytes(pids):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["keep-container"]:
+        keep_container(bytes.fromhex(sys.argv[2]), float(sys.argv[3]))
     Server().serve()

@@ -103,8 +103,9 @@ def open_sandbox(cfg: SandboxConfig) -> Sandbox:
 
 def quiesce(workspace: Path | str) -> list[str]:
     """Make sure no sandboxed process of `workspace` is alive, before the host acts on the
-    workspace by path: kills every process of its Docker container but the container's own
-    init and command, and every bwrap sandbox of it, whichever agent process started them. The
+    workspace by path: kills every process of its Docker container but its init (the keeper no
+    command can reach; the whole container when that cannot be made sure), and every bwrap
+    sandbox of it, whichever agent process started them. The
     processes killed, described; SandboxUnavailable says why it could not be made sure. (The
     process backend isolates nothing, so it has no processes to tell apart from the user's.)"""
     workspace = Path(workspace).resolve()

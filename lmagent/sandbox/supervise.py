@@ -55,6 +55,19 @@ def host_processes() -> dict[int, HostProcess]:
     return table
 
 
+def process_uid(pid: int) -> int | None:
+    """pid's real uid as the host sees it (its /proc entry's owner says root when it is not
+    dumpable, so the status file's Uid line is read), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def is_stopped(pid: int) -> bool:
     process = host_process(pid)
     return process is not None and process.state in STOPPED_STATES
