@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -25,14 +24,17 @@ from lmagent.loop.restore import restore_session, steps_of
 from lmagent.loop.run import run_agent
 from lmagent.sessions.store import SessionStore
 from tests.cli_process import cli, only_session
-from tests.conftest import make_config
+from tests.conftest import make_config, wait_for
 from tests.scripted_llm import ScriptedLLM, text, tool_call
-from tests.test_race import Race, _host_state, _plant
+from tests.test_race import GUARD, Race, _host_state, _plant
 
 pytest_plugins = ["tests.sandbox_fixtures"]
 
 SWAPPER = Path(__file__).with_name("race_swapper.py")
 RESTORES = 200
+# the first of two runs at once: it tells its step has begun (in .lmagent/sandbox/, which no
+# checkpoint sees); the other run writes while it sleeps, or after its step if held up
+FIRST_RUNS_COMMAND = "touch .lmagent/sandbox/first-started && sleep 1.5 && echo one > a.txt"
 CANARY = b"CANARY-checkpoints-7f3e"
 
 
@@ -215,17 +217,19 @@ def _swapping(workspace: Path, tmp_path: Path):
     (outside / "other.txt").write_bytes(CANARY)
     started = subprocess.Popen([sys.executable, str(SWAPPER), str(outside)], cwd=workspace)
     try:
-        deadline = time.monotonic() + 10
-        while not (workspace / "swapping").exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        swapping = workspace / "swapping"
+        wait_for(lambda: swapping.exists() or started.poll() is not None, GUARD, "the swapper")
+        assert swapping.exists(), f"the swapper ended before swapping ({started.returncode})"
         yield outside
     finally:
         (workspace / "stop-swapping").touch()
         try:
-            started.wait(10)
+            started.wait(GUARD)
         except subprocess.TimeoutExpired:
             started.kill()
             started.wait()
+    # swaps.txt is written only once it is told to stop: it swapped through every restore
+    assert "swaps=" in (workspace / "swaps.txt").read_text()
 
 
 # --------------------------------------------------------------------------- two runs at once
@@ -237,29 +241,24 @@ def test_two_runs_at_once_keep_their_own_changes_and_undo_keeps_the_other(
     require_backend("bwrap")
     with ScriptedLLM() as first, ScriptedLLM() as second:
         first.add(
-            tool_call("shell", {"command": "sleep 1.5 && echo one > a.txt"}),
+            tool_call("shell", {"command": FIRST_RUNS_COMMAND}),
             text("TASK_COMPLETE"),
         )
         second.add(tool_call("write", {"path": "b.txt", "content": "two\n"}), text("TASK_COMPLETE"))
-        shell_started = threading.Event()
         ran: dict[int, object] = {}
-
-        def watch(event: dict) -> None:
-            if event["type"] == "tool_call":
-                shell_started.set()
 
         def run_first() -> None:
             config = make_config(workspace, first, sandbox_backend="bwrap")
-            ran[1] = run_agent(config, "make a.txt", sink=watch)
+            ran[1] = run_agent(config, "make a.txt", sink=lambda e: None)
 
         thread = threading.Thread(target=run_first)
         thread.start()
+        started = workspace / ".lmagent" / "sandbox" / "first-started"
         try:
-            assert shell_started.wait(30)
-            time.sleep(0.3)  # the first run's command is sleeping: the second writes now
+            wait_for(lambda: started.exists() or not thread.is_alive(), GUARD, "the first run")
             ran[2] = run_agent(make_config(workspace, second), "make b.txt", sink=lambda e: None)
         finally:
-            thread.join(60)
+            thread.join(GUARD)
     one, two = ran[1].session_id, ran[2].session_id
     assert [s["changed"] for s in steps_of(workspace, one)] == [["a.txt"]]
     assert [s["changed"] for s in steps_of(workspace, two)] == [["b.txt"]]
@@ -398,7 +397,10 @@ def test_restores_never_write_through_a_folder_a_sandboxed_swapper_swaps(
     recorded_step(workspace, session, lambda: (workspace / "d" / "file.txt").write_text("two\n"))
     before = _host_state(host)
     race = Race(workspace, host, backend, make_sandbox)
-    race.start("foreground")  # the swapper runs as a command of the sandbox
+    # a background process of the sandbox: no command timeout ends it while the restores run,
+    # however slow the machine; its swaps.txt, written only once the restores are over and it is
+    # told to stop, shows it swapped through all of them
+    race.start("detached")
     try:
         done, refused = restore_repeatedly(workspace, session)
     finally:

@@ -139,6 +139,67 @@ def test_a_background_process_gets_no_secret_and_cannot_write_lmagent(sandbox, m
     assert not (sandbox.workspace / ".lmagent" / "planted").exists()
 
 
+IMPOSTOR = textwrap.dedent("""
+    import json, os, socket, sys, time
+    go, swapped, heard = sys.argv[1:]
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    path = open(go).read()
+    os.unlink(path)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    open(swapped, "w").close()
+    conn = server.accept()[0]
+    fake = {"process_id": "p1", "command": "FAKE", "running": True, "exit_code": None}
+    reply = {"ok": True, "output": "FAKE", "running": True, "processes": [fake]}
+    for line in conn.makefile("rb"):
+        with open(heard, "ab") as record:
+            record.write(line)
+        conn.sendall(json.dumps(reply).encode() + b"\\n")
+""")
+
+
+def start_impostor(sandbox, args: list[str]):
+    """Run IMPOSTOR beside the runner the host asks for the job server; a function that waits
+    for its end. On Docker it is a command on another runner of the container; bwrap has one
+    runner, busy while the host waits for it, so there a host process stands in."""
+    if sandbox.max_runners > 1:
+        command = threading.Thread(target=sandbox.run, args=(f"python3 {' '.join(args)}",))
+        command.start()
+        return command.join
+    stand_in = subprocess.Popen([sys.executable, *args], cwd=sandbox.workspace)
+    return lambda: (stand_in.kill(), stand_in.wait())
+
+
+def test_a_socket_swapped_in_for_the_job_servers_is_refused(sandbox, monkeypatch):
+    """A process that replaces the job server's socket, between the runner starting it and the
+    host connecting, hears no token and cannot fake the processes /ps lists."""
+    workspace = sandbox.workspace
+    go, swapped, heard = (workspace / name for name in ("go", "swapped", "heard"))
+    (workspace / "impostor.py").write_text(IMPOSTOR)
+    ask = sandbox._ask_a_runner
+
+    def swap_once_started(request: dict):
+        answer = ask(request)
+        if request["op"] == "jobs" and not go.exists():
+            (workspace / "go.tmp").write_text(request["path"])
+            (workspace / "go.tmp").replace(go)
+            wait_for(swapped.exists, timeout=600, what="the impostor's socket")
+        return answer
+
+    monkeypatch.setattr(sandbox, "_ask_a_runner", swap_once_started)
+    impostor_ended = start_impostor(sandbox, ["impostor.py", str(go), str(swapped), str(heard)])
+    try:
+        with pytest.raises(ProcessError, match="not the job server's"):
+            sandbox.processes.start("sleep 600")
+        real = sandbox.processes.start("sleep 600")
+        assert [p["process_id"] for p in sandbox.processes.list()] == [real["process_id"]]
+    finally:
+        impostor_ended()
+    assert not heard.exists()
+
+
 def test_input_and_exit_code(sandbox):
     job = sandbox.processes.start("read -r name; echo hello $name; exit 3")
     sandbox.processes.write(job["process_id"], "world\n")

@@ -27,7 +27,7 @@ from lmagent.core.workspace import PathError
 from lmagent.subagents.tools import _reported_artifacts
 from lmagent.tools.registry import ArgumentError, Services
 from lmagent.tools.toolset import build_toolset
-from tests.conftest import make_config, tool_context
+from tests.conftest import make_config, tool_context, wait_for
 from tests.scripted_llm import text, tool_call
 from tests.test_bca import Agents, run_parent
 
@@ -37,6 +37,7 @@ ATTEMPTS = 1000
 CANARY = "CANARY-c4a7"
 CANARY_NAME = "canary_only_name"
 BACKENDS = ("docker", "bwrap", "process")
+GUARD = 900  # seconds: the last-resort guard on a wait for the swapper, for a hung test only
 SWAPPER = Path(__file__).with_name("race_swapper.py")
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
@@ -123,6 +124,7 @@ class Race:
         self.make_sandbox, self.llm = make_sandbox, llm
         self.outcome: dict = {}
         self.thread: threading.Thread | None = None
+        self.process_id: str | None = None  # the detached swapper's
 
     def start(self, how: str) -> None:
         command = f"python3 race_swapper.py {self.host}"
@@ -134,10 +136,31 @@ class Race:
             call = {"command": command, "background": True}
             started = self.tools.execute(self.ctx, "shell", call)
             assert started["success"], started
+            self.process_id = started["process_id"]
         else:
             self.make_sandbox(self.backend, workspace=self.workspace)
             self._in_thread(lambda: self._sub_agent(command))
-        _wait_for(self.workspace / "swapping", lambda: self.outcome)
+        self.wait_for(self.workspace / "swapping")
+
+    def ended(self) -> dict:
+        """What the swapper's command or process left once it has ended; {} while it runs."""
+        if self.process_id is None:
+            return self.outcome
+        answer = self.services.sandbox().processes.output(self.process_id)
+        return {} if answer["running"] else answer
+
+    def wait_for(self, path: Path) -> None:
+        """Until the swapper makes `path`, however slow the machine; at once, with what it
+        left, if it ends without."""
+
+        def made() -> bool:
+            ended = self.ended()
+            if path.exists():
+                return True
+            assert not ended, f"the swapper ended without making {path.name}: {ended}"
+            return False
+
+        wait_for(made, GUARD, f"the swapper to make {path.name}")
 
     def _in_thread(self, target) -> None:
         def keep():
@@ -167,20 +190,12 @@ class Race:
 
     def stop(self) -> int:
         (self.workspace / "stop-swapping").touch()
-        _wait_for(self.workspace / "swaps.txt", lambda: self.outcome)
+        self.wait_for(self.workspace / "swaps.txt")
         if self.thread is not None:
-            self.thread.join(60)
+            self.thread.join(GUARD)
             assert "swaps=" in str(self.outcome.get("output")), self.outcome
         self.services.close()  # the run's sandbox, with its background processes
         return int((self.workspace / "swaps.txt").read_text().split("=")[1])
-
-
-def _wait_for(path: Path, why) -> None:
-    for _ in range(800):
-        if path.exists():
-            return
-        threading.Event().wait(0.025)
-    raise AssertionError(f"{path.name} did not appear: {why()}")
 
 
 def _plant(workspace: Path, host: Path) -> None:

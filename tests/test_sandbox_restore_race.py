@@ -29,7 +29,7 @@ from lmagent.sandbox.select import quiesce
 from tests.cli_process import cli, cli_env
 from tests.conftest import make_config, wait_for
 from tests.scripted_llm import text, tool_call
-from tests.test_race import SWAPPER, _host_state
+from tests.test_race import GUARD, SWAPPER, _host_state
 from tests.test_web_support import WebHarness
 
 pytest_plugins = ["tests.sandbox_fixtures"]
@@ -37,14 +37,14 @@ pytest_plugins = ["tests.sandbox_fixtures"]
 ATTEMPTS = 200
 CANARY = "CANARY-5e1f"
 OTHER_AGENT = """
-import sys, time
+import sys, threading
 from pathlib import Path
 from lmagent.sandbox.base import SandboxConfig
 from lmagent.sandbox.select import open_sandbox
 sandbox = open_sandbox(SandboxConfig(workspace=Path(sys.argv[1]), backend="bwrap"))
 sandbox.processes.start("exec python3 race_swapper.py " + sys.argv[2])
 print("started", flush=True)
-time.sleep(600)
+threading.Event().wait()  # alive until the test kills it
 """
 
 
@@ -77,7 +77,7 @@ class Survivor:
             argv = [sys.executable, "-c", textwrap.dedent(OTHER_AGENT), str(workspace), str(host)]
             self.other_agent = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
             assert self.other_agent.stdout.readline() == "started\n"
-        wait_for(lambda: (workspace / "swapping").exists(), 20, "the swapper to run")
+        wait_for(lambda: (workspace / "swapping").exists(), GUARD, "the swapper to run")
 
     def close(self) -> None:
         if self.other_agent is not None:
@@ -129,7 +129,7 @@ def first_through_the_cli(workspace: Path, llm, sandbox_image: str, *args: str) 
     """The first restore, as a user runs it while the swapper is alive: it either restores or
     refuses (the swapper, killed mid-swap, may have left `d` a link) - never writes outside."""
     env = cli_env(workspace, llm, SANDBOX_IMAGE=sandbox_image)
-    done = cli(workspace, llm, *args, "--force", env=env, timeout=60)
+    done = cli(workspace, llm, *args, "--force", env=env, timeout=GUARD)
     assert done.returncode == 0 or "rolled back" in done.stderr, done.stderr
 
 
@@ -175,7 +175,7 @@ def test_web_restore_stops_the_survivor_before_writing(raced, attempts, llm, san
         for n in range(attempts):
             step = 2 - n % 2  # to before step 2, then 1, ...
             body = {"session_id": session_id, "step": step, "force": True}
-            done = http.post(web.base + "/api/restore", json=body, timeout=30)
+            done = http.post(web.base + "/api/restore", json=body, timeout=GUARD)
             if n == 0:
                 assert done.status_code == 200 or "rolled back" in done.text, done.text
                 assert swappers(host) == []

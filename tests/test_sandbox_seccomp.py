@@ -17,6 +17,7 @@ import pytest
 from lmagent.sandbox.seccomp import (
     CLONE_NAMESPACE_FLAGS,
     DENIED_SYSCALLS,
+    PERSONALITY_ALLOWED,
     UNSUPPORTED_SYSCALLS,
     libseccomp,
 )
@@ -38,6 +39,16 @@ for name, number, first in json.loads(sys.argv[1]):
 print(json.dumps(out))
 """
 SIGCHLD = 17
+# personality values the filter refuses: flags Docker's profile refuses too, one hidden behind an
+# unknown personality type, one behind junk above the 32 bits the kernel reads, and the query
+# with one bit cleared.
+PERSONALITY_REFUSED = {
+    "READ_IMPLIES_EXEC": 0x0400000,
+    "ADDR_NO_RANDOMIZE": 0x0040000,
+    "READ_IMPLIES_EXEC with type 0x80": 0x0400080,
+    "READ_IMPLIES_EXEC above 32 bits": 0x1_0040_0000,
+    "all bits but UNAME26": 0xFFFFFFFF & ~0x20000,
+}
 
 
 def probes() -> list[tuple[str, int, int]]:
@@ -49,6 +60,8 @@ def probes() -> list[tuple[str, int, int]]:
     calls += [
         (f"clone {flag}", clone, bit | SIGCHLD) for flag, bit in CLONE_NAMESPACE_FLAGS.items()
     ]
+    personality = lib.seccomp_syscall_resolve_name(b"personality")
+    calls += [(f"personality {name}", personality, v) for name, v in PERSONALITY_REFUSED.items()]
     return [call for call in calls if call[1] >= 0]
 
 
@@ -65,6 +78,18 @@ def test_every_denied_call_fails_in_the_sandbox(shared_sandbox, tmp_path):
     wrong = {label: seen.get(label) for label, _, _ in calls if seen.get(label) != expected(label)}
     assert wrong == {}
     assert len(calls) >= 50
+
+
+def test_allowed_personalities_still_work_in_the_sandbox(shared_sandbox):
+    """The query first, then each value Docker allows (setarch i386, uname26), back to Linux."""
+    number = libseccomp().seccomp_syscall_resolve_name(b"personality")
+    values = [0xFFFFFFFF, *sorted(set(PERSONALITY_ALLOWED) - {0xFFFFFFFF}, reverse=True)]
+    calls = [(f"personality {value:#x}", number, value) for value in values]
+    (shared_sandbox.workspace / "probe.py").write_text(PROBE)
+    result = shared_sandbox.run(f"python3 probe.py '{json.dumps(calls)}'", timeout=60)
+    assert result.exit_code == 0, result.output
+    seen = json.loads(result.output)
+    assert all(str(seen[label]).startswith("returned") for label, _, _ in calls), seen
 
 
 def test_the_filter_is_installed_with_no_new_privileges(shared_sandbox):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lmagent.core.config import Config
-from lmagent.sandbox.runner import at_unix_path
+from lmagent.sandbox.runner import at_unix_path, peer_pid
 from lmagent.sandbox.supervise import Watcher, find_in_trees, kill_trees
 
 DEFAULT_TIMEOUT = 30.0
@@ -568,13 +568,14 @@ class RunnerSandbox:
             return CommandResult("", None, interrupted=interrupted, error=error), False
         return result_from_reply(header, payload, request["timeout"], memory_mb), True
 
-    def _ask_a_runner(self, request: dict) -> dict:
-        """Send one request that is not a command to a runner; its answer."""
+    def _ask_a_runner(self, request: dict) -> tuple[dict, int | None]:
+        """Send one request that is not a command to a runner; its answer and the runner's
+        host pid."""
         channel, generation = self._borrow(None)
         try:
             channel = self._send(channel, request)
             header, _ = channel.receive(time.monotonic() + REPLY_GRACE)
-            return header
+            return header, channel.host_pid
         except (ChannelLost, OSError, ValueError) as exc:
             self._lost(channel)
             channel = None
@@ -583,19 +584,31 @@ class RunnerSandbox:
             self._give_back(channel, generation)
 
     def _open_job_server(self) -> socket.socket:
-        """Have a runner start the job server (background processes); connect to it."""
+        """Have a runner start the job server (background processes); connect to it.
+
+        The runner listens on the job server's socket and then forks the job server, so the
+        socket's peer (the process that called listen) is that runner. Any other peer is a
+        socket a sandboxed process put at the path: refused before it hears the token.
+        """
         plan = socket_plan(self.workspace)
         if plan is None:
             raise ChannelLost(f"cannot make {self.workspace}/.lmagent/sandbox/")
-        answer = self._ask_a_runner({"op": "jobs", **plan, "max_running": MAX_PROCESSES})
+        answer, runner_pid = self._ask_a_runner(
+            {"op": "jobs", **plan, "max_running": MAX_PROCESSES}
+        )
         if not answer.get("ok"):
             raise ChannelLost(f"the job server did not start: {answer.get('error')}")
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.settimeout(JOB_REPLY_TIMEOUT)
             at_unix_path(conn.connect, plan["path"])
+            if runner_pid is None or peer_pid(conn) != runner_pid:
+                raise ChannelLost(
+                    "the socket at the job server's path is not the job server's (a sandboxed "
+                    "process put its own there); refused"
+                )
             conn.sendall(plan["token"].encode() + b"\n")
-        except OSError:
+        except (OSError, ChannelLost):
             conn.close()
             raise
         return conn

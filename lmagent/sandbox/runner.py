@@ -272,7 +272,8 @@ class Server:
                 self.kill_processes(left, my_children() - left)
 
     def start_jobs(self, req):
-        """Fork the job server, listening on req["path"] for the host (one at a time)."""
+        """Fork the job server, listening on req["path"] for the host (one at a time). The
+        runner listens itself, so the socket's peer pid is the runner's: the host checks it."""
         if self.jobs_pid:
             self.kill_processes({self.jobs_pid}, my_children() - {self.jobs_pid})
         listener = listen_unix(req.get("path"))

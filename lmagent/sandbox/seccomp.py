@@ -2,8 +2,9 @@
 
 Sandboxed commands get no-new-privileges plus a seccomp filter that refuses what a coding task
 never needs and kernel exploits (and attacks on the runner) use: tracing other processes,
-mounting, new namespaces, BPF, userfaultfd, io_uring, keyrings, module and kexec loading, and a
-few more (after Docker's default profile). bwrap loads the program with `--seccomp FD`; in the
+mounting, new namespaces, BPF, userfaultfd, io_uring, keyrings, memfd_secret, module and kexec
+loading, personality flags (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, ...), and a few more (after
+Docker's default profile). bwrap loads the program with `--seccomp FD`; in the
 Docker container the runner installs the same program on itself at start-up (filters stack on
 Docker's own profile, which on Docker 20.10 still lets io_uring_setup through).
 
@@ -29,7 +30,7 @@ DENIED_SYSCALLS = (
     # kernel attack surface a coding task never needs
     "bpf", "userfaultfd", "perf_event_open", "io_uring_setup", "io_uring_enter",
     "io_uring_register", "keyctl", "add_key", "request_key", "lookup_dcookie", "fanotify_init",
-    "open_by_handle_at", "name_to_handle_at",
+    "open_by_handle_at", "name_to_handle_at", "memfd_secret",
     # file systems and namespaces
     "mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "fsopen", "fsmount",
     "fsconfig", "fspick", "open_tree", "mount_setattr", "unshare", "setns",
@@ -53,6 +54,11 @@ CLONE_NAMESPACE_FLAGS = {
     "CLONE_NEWPID": 0x20000000,
     "CLONE_NEWNET": 0x40000000,
 }
+# personality is allowed only these values, as in Docker's default profile: Linux, 32-bit Linux
+# (setarch i386), either with UNAME26, and the query 0xffffffff. Others set flags such as
+# READ_IMPLIES_EXEC (every readable page executable) or ADDR_NO_RANDOMIZE: refused with EPERM.
+PERSONALITY_ALLOWED = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
+PERSONALITY_SAFE_BITS = 0x20008
 # Other ABIs the same CPU runs (a 32-bit binary would otherwise go around the filter's rules).
 EXTRA_ARCHES = {"x86_64": (b"x86", b"x32"), "aarch64": (b"arm",)}
 
@@ -92,9 +98,29 @@ def filter_program() -> bytes:
         for flag in CLONE_NAMESPACE_FLAGS.values():  # clone's flags are its first argument
             has_flag = ScmpArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag)
             add_rule(lib, ctx, act_errno(errno.EPERM), "clone", has_flag)
+        for refused in personality_refusals():
+            add_rule(lib, ctx, act_errno(errno.EPERM), "personality", refused)
         return export(lib, ctx)
     finally:
         lib.seccomp_release(ctx)
+
+
+def personality_refusals() -> list[ScmpArgCmp]:
+    """Masked comparisons that together match every personality but PERSONALITY_ALLOWED.
+
+    A refused value has a bit outside the safe bits set and (not being the query) some bit
+    clear. One rule per bit c matches "c clear, next(c) set", where next walks the 30 unsafe
+    bits in a cycle and leads the two safe bits into it. Walking the cycle from a clear unsafe
+    bit reaches a set one, so some step goes from clear to set; if every unsafe bit is set, a
+    safe bit is clear and its rule matches. The allowed values have no unsafe bit set, or no
+    bit clear, so no rule matches them. The masks hold only the low 32 bits: the kernel reads
+    the argument as an unsigned int, so junk above them changes nothing for either side.
+    """
+    bits = [1 << n for n in range(32)]
+    unsafe = [bit for bit in bits if not bit & PERSONALITY_SAFE_BITS]
+    next_of = dict(zip(unsafe, unsafe[1:] + unsafe[:1], strict=True))
+    steps = [(bit, next_of.get(bit, unsafe[0])) for bit in bits]
+    return [ScmpArgCmp(0, SCMP_CMP_MASKED_EQ, clear | then, then) for clear, then in steps]
 
 
 def add_rule(lib, ctx, action: int, name: str, *compare: ScmpArgCmp) -> None:
