@@ -6,7 +6,7 @@ and `token` events, then a `tool_call` per call; its results as `tool_result` ev
 "tool" messages, or from the one user message that carries every result of calls written as
 text: `<tool_result name=…>…</tool_result>`); and what the agent told the model in a user
 message of its own (a restore: `note` in the record) as a `note` event, never as the user's.
-Each step ends with an `iteration` event, as live.
+Each reply starts with an `iteration` event, as live.
 """
 
 from __future__ import annotations
@@ -20,13 +20,8 @@ from lmagent.loop.history import RESULT_TAG, TEXT_FIELDS
 from lmagent.tools.toolset import base_tools
 from lmagent.web.runs import shrink_event
 
-TEXT_RESULT = re.compile(
-    re.escape(RESULT_TAG)
-    + r' name="([^"]*)">(.*?)</tool_result>(?=\n'
-    + re.escape(RESULT_TAG)
-    + r"|\Z)",
-    re.S,
-)
+_TAG = re.escape(RESULT_TAG)
+TEXT_RESULT = re.compile(_TAG + r' name="([^"]*)">(.*?)</tool_result>(?=\n' + _TAG + r"|\Z)", re.S)
 # restore notes recorded before they carried `note` (loop/restore.py restore_note)
 OLD_RESTORE_NOTE = "[The user restored the workspace files to how they were before step "
 

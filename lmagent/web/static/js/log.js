@@ -131,14 +131,6 @@ export class ChatLog {
     return this.add(el('div', 'msg user', text));
   }
 
-  assistant(text) {
-    const wrap = el('div', 'msg assistant');
-    const body = el('div', 'md');
-    wrap.append(body);
-    renderMarkdown(body, text);
-    return this.add(wrap);
-  }
-
   // ---------------------------------------------------------------- progress
 
   // One line, updated in place: what is being waited for, for how long, and a bar with the
