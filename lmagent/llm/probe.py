@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from lmagent.core.config import Config
 from lmagent.llm.client import base_url, json_object, open_connection, request_target
@@ -21,6 +22,13 @@ class ModelInfo:
     source: str = ""  # which endpoint answered
     supports_tools: bool | None = None  # False: the chat template drops `tools` (llama.cpp)
     reachable: bool = True  # False: nothing accepts a connection at LLM_URL
+    file: str = ""  # the model file's name, when the server tells it (llama.cpp; --embedded)
+
+    @property
+    def name(self) -> str:
+        """What to call the model for people: its file's name, else its id (--embedded serves
+        every model as "embedded")."""
+        return self.file or self.model_id
 
 
 def unreachable_message(llm_url: str) -> str:
@@ -95,11 +103,13 @@ def _read_llamacpp(data: dict, wanted: str) -> ModelInfo | None:
     n_ctx = settings.get("n_ctx") or data.get("n_ctx")
     if not n_ctx:
         return None
-    alias = data.get("model_alias") or data.get("model_path") or wanted or ""
+    path = data.get("model_path") or ""
+    alias = data.get("model_alias") or path or wanted or ""
     vision = [alias] if (data.get("modalities") or {}).get("vision") else []
     caps = data.get("chat_template_caps")
     tools = caps.get("supports_tools") if isinstance(caps, dict) else None
-    return ModelInfo(alias, int(n_ctx), vision, "llama.cpp", tools if tools is False else None)
+    supports = tools if tools is False else None
+    return ModelInfo(alias, int(n_ctx), vision, "llama.cpp", supports, file=PurePath(path).name)
 
 
 def _read_openai(data: dict, wanted: str) -> ModelInfo | None:

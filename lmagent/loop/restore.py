@@ -60,7 +60,9 @@ def restore_session(
             return record  # a failed restore undone: nothing went back
         session = store.open(session_id)
         try:
-            session.append({"role": "user", "content": restore_note(record)})
+            # `note`: told to the model by the agent, not said by the user (never sent: the
+            # client sends role and content only); the web page shows it as a note
+            session.append({"role": "user", "content": restore_note(record), "note": "restore"})
         finally:
             session.close()
     return record

@@ -27,6 +27,7 @@ from lmagent.web.events import EventHub, stream
 from lmagent.web.files import FileProblem, describe_file, list_directory, raw_file, save_upload
 from lmagent.web.health import ServerHealth
 from lmagent.web.processes import processes_blueprint
+from lmagent.web.replay import transcript_events
 from lmagent.web.review import review_blueprint
 from lmagent.web.runs import Busy, RunManager
 from lmagent.web.server import MAX_STREAMS
@@ -70,6 +71,7 @@ def create_app(config: Config, test_config: dict | None = None, *, runtime=None)
     """The app. `runtime` (lmagent.runtime.Runtime) gives runs the same tools, model client and
     services as the REPL; main() passes one, tests may leave it out."""
     app = Flask(__name__, root_path=str(ROOT))
+    app.json.sort_keys = False  # objects keep their order, as in the event stream
     app.config.update(DEFAULTS)
     app.config.update(test_config or {})
     app.config["MAX_CONTENT_LENGTH"] = app.config["UPLOAD_MAX_BYTES"] + 64 * 1024
@@ -298,14 +300,18 @@ def _install_session_routes(app: Flask, state: WebState) -> None:
 
     @app.get("/api/sessions/<session_id>")
     def session(session_id: str):
+        """Its transcript; with ?events=1 instead the events that draw it as a live run drew
+        it (the page's view), of its first `messages` messages when given."""
         try:
             found = SessionStore(state.workspace).open(session_id)
         except KeyError as exc:
             return _error(str(exc.args[0] if exc.args else exc), 404)
         found.close()
-        return jsonify(
-            {"meta": found.meta, "transcript": found.transcript, "state": found.state.to_dict()}
-        )
+        answer = {"meta": found.meta, "state": found.state.to_dict()}
+        if request.args.get("events") != "1":
+            return jsonify({**answer, "transcript": found.transcript})
+        shown = found.transcript[: request.args.get("messages", type=int)]
+        return jsonify({**answer, "events": transcript_events(shown)})
 
 
 def _install_stream(app: Flask, state: WebState) -> None:

@@ -68,7 +68,7 @@ def describe(config: Config, info: ModelInfo) -> dict:
     """The header's words for what a probe found."""
     if not info.reachable:
         return {"state": "unreachable", "model": "", "message": unreachable_message(config.llm_url)}
-    model = config.llm_model or info.model_id
+    model = config.llm_model or info.name
     if not info.model_id:
         return {"state": "loading", "model": model, "message": NO_MODEL.format(url=config.llm_url)}
     return {"state": "reachable", "model": model, "message": ""}

@@ -80,6 +80,7 @@ class Run:
         self.gate = PermissionGate(mode, ask)
         self.stop = StopToken()
         self.started = time.time()
+        self.ended: float | None = None
         self.client_id = ""
         self.first_event = 0
         self.iterations = 0
@@ -96,6 +97,11 @@ class Run:
     def active(self) -> bool:
         return self.status == STATUS_RUNNING
 
+    @property
+    def elapsed(self) -> float:
+        """Seconds the run has taken: until now, or until it ended."""
+        return round((self.ended or time.time()) - self.started, 3)
+
     def info(self) -> dict:
         return {
             "run_id": self.run_id,
@@ -103,7 +109,7 @@ class Run:
             "status": self.status,
             "active": self.active,
             "started": datetime.fromtimestamp(self.started, timezone.utc).isoformat(),
-            "elapsed": round(time.time() - self.started, 3),
+            "elapsed": self.elapsed,
             "iterations": self.iterations,
             "max_iterations": self.max_iterations,
             "mode": self.gate.mode,
@@ -129,8 +135,9 @@ class Run:
                 self.max_iterations = int(event.get("max") or 0)
         elif kind == "done":
             self.status = str(event.get("status") or STATUS_ERROR)
-            self.ending = {k: event.get(k) for k in ("status", "message", "wait_until", "summary")}
-            self.ending.update(iterations=event.get("iterations"), tokens=event.get("tokens"))
+            self.ended = self.started + float(event["elapsed"])
+            keys = ("status", "message", "wait_until", "summary", "iterations", "tokens", "elapsed")
+            self.ending = {k: event.get(k) for k in keys}
 
 
 class RunManager:
@@ -156,6 +163,8 @@ class RunManager:
         event = shrink_event(event)
         if event.get("type") == "session" and not event.get("agent_id"):
             event = {**event, "resumed": run.resumed}  # we create new sessions ourselves
+        if event.get("type") == "done" and not event.get("agent_id"):
+            event = {**event, "elapsed": round(time.time() - run.started, 3)}  # the run's time
         with self._lock:
             run.track(event)
             if event.get("type") == "done" and not event.get("agent_id"):
@@ -355,7 +364,7 @@ class RunManager:
         if self.config.llm_model:
             return self.config.llm_model
         if self.runtime is not None:
-            return self.runtime.model.model_id
+            return self.runtime.model.name
         if self._model is None and not self._probing:
             self._probing = True
             threading.Thread(target=self._probe, name="web-model-probe", daemon=True).start()
@@ -371,7 +380,7 @@ class RunManager:
         from lmagent.llm.probe import probe_model
 
         try:
-            self._model = probe_model(self.config, timeout=2.0).model_id or ""
+            self._model = probe_model(self.config, timeout=2.0).name
         except Exception:
             self._model = ""
 

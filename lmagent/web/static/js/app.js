@@ -48,25 +48,34 @@ const history = new InputHistory($('input'));
 
 // ------------------------------------------------------------------ what the log shows
 
-function setView(id, live) {
+function setView(id, live, title) {
+  if (id !== state.view || title) showTitle(id ? title || `Session ${id}` : '');
   state.view = id;
   state.live = live;
   if (id) sessionStorage.setItem('lmagent.view', id);
   else sessionStorage.removeItem('lmagent.view');
   $('view-banner').hidden = !id;
-  $('view-banner-text').textContent = id ? `Session ${id} — typing continues it` : '';
   markCurrentSession(id);
 }
 
+function showTitle(name) {
+  const title = name.replace(/\s+/g, ' ').slice(0, 80);
+  $('view-banner-text').textContent = title ? `${title} — typing continues it` : '';
+  $('view-banner').title = title;
+}
+
+// The session's first `limit` messages (all without it), drawn from the events the server
+// rebuilds from its transcript, by the renderer that draws a live run.
 async function loadSession(id, limit) {
-  const { ok, data } = await api('GET', `/api/sessions/${encodeURIComponent(id)}`);
+  const upto = limit === undefined ? '' : `&messages=${limit}`;
+  const { ok, data } = await api('GET', `/api/sessions/${encodeURIComponent(id)}?events=1${upto}`);
   if (!ok) {
     log.note(data.error || 'cannot open that session');
     return null;
   }
-  const name = (data.meta.title || data.meta.task || id).replace(/\s+/g, ' ');
-  $('view-banner-text').textContent = `${name.slice(0, 80)} — typing continues it`;
-  log.transcript(limit === undefined ? data.transcript : data.transcript.slice(0, limit));
+  showTitle(data.meta.title || data.meta.task || id);
+  for (const event of data.events) log.draw(event.type, event);
+  log.endStep();
   attachCheckpoints(log, id);
   return data;
 }
@@ -219,6 +228,7 @@ function connect(fromRun) {
   source.addEventListener('open', () => setConnected(true));
   for (const type of STREAM_EVENTS) {
     source.addEventListener(type, (message) => {
+      if (state.es !== source) return; // closed, with events still queued: the new one has them
       if (message.lastEventId) state.lastEventId = message.lastEventId;
       let event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
@@ -305,36 +315,23 @@ function handle(type, event) {
     setRun(null);
     refreshSessions(() => state.view, openSession);
   }
-  if (shown) show(type, event, run);
+  if (shown) log.draw(type, event);
   return undefined;
-}
-
-function show(type, event, run) {
-  switch (type) {
-    case 'iteration': log.endStep(); break;
-    case 'token': log.token(event.text); break;
-    case 'thinking': log.thinkingText(event.text); break;
-    case 'tool_call': log.toolCall(event.id, event.name, event.arguments); break;
-    case 'tool_result': log.toolResult(event.id, event.name, event.result, event.success, event); break;
-    case 'status': log.status(event.message); break;
-    case 'progress': log.progress(event); break;
-    case 'permission_answered': log.status(`permission: ${event.decision}`); break;
-    case 'error': log.error(event.message); break;
-    case 'done': log.ending({ ...event, elapsed: (Date.now() - run.startedAt) / 1000 }); break;
-    default: break;
-  }
 }
 
 function onRun(event) {
   const mine = event.client_id === clientId || event.session_id === state.view;
   if (mine) {
-    if (state.view !== event.session_id) clearView();
-    setView(event.session_id, true);
+    const other = state.view !== event.session_id;
+    if (other) clearView();
+    setView(event.session_id, true, other && !event.resumed ? event.message : '');
   }
-  setRun(runFromInfo({ ...event, elapsed: 0 }));
+  // replayed after a reload, the run keeps the start the status gave it
+  const known = state.run && state.run.run_id === event.run_id;
+  setRun(known ? state.run : runFromInfo({ ...event, elapsed: 0 }));
   if (mine) {
     setMode(event.mode);
-    log.user(event.message);
+    log.draw('user', { text: event.message });
   }
   refreshSessions(() => state.view, openSession);
 }
@@ -353,7 +350,7 @@ async function onResync(event) {
   if (event.thinking) log.thinkingText(event.thinking);
   if (event.partial) log.token(event.partial);
   for (const question of info.pending || []) showQuestion(question);
-  if (!active && info.ending) log.ending({ ...info.ending, elapsed: info.elapsed });
+  if (!active && info.ending) log.ending(info.ending);
 }
 
 function onClosed(event) {
@@ -394,7 +391,7 @@ async function send() {
       if (!state.run || state.run.run_id !== data.run_id) {
         // The stream has not shown this run's start (it connected late): replay the run.
         if (state.view !== data.session_id) clearView();
-        setView(data.session_id, true);
+        setView(data.session_id, true, body.session_id ? '' : message);
         connect(true);
       }
       return;
@@ -501,7 +498,6 @@ function wireChrome() {
     if (ok) setMode(data.mode);
   });
   $('new-chat').addEventListener('click', newChat);
-  $('banner-new').addEventListener('click', newChat);
   $('logout').addEventListener('click', async () => {
     await api('POST', '/api/logout', {}).catch(() => null);
     window.location.replace('/');

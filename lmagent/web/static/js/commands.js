@@ -30,15 +30,14 @@ async function commands() {
   return table || [];
 }
 
+// A command's answer is shown where the reader looks, even if they had scrolled up.
 export async function runCommand(line, app) {
   const [name, ...rest] = line.split(/\s+/);
   const handler = HANDLERS[name.toLowerCase()];
   const known = (await commands()).some((c) => `/${c.name}` === name.toLowerCase());
-  if (!handler || !known) {
-    app.log.note(`unknown command ${name}; /help lists them`);
-    return;
-  }
-  await handler(rest.join(' ').trim(), app);
+  if (!handler || !known) app.log.note(`unknown command ${name}; /help lists them`);
+  else await handler(rest.join(' ').trim(), app);
+  app.log.reveal(app.log.element.lastElementChild);
 }
 
 async function help(arg, app) {

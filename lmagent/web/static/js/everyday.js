@@ -30,9 +30,12 @@ export async function checkServer() {
   if (info.model !== undefined) {
     const unknown = info.state === 'unreachable' ? 'unknown' : '(the loaded model)';
     $('server-model').textContent = info.model || unknown;
+    $('server-model').title = info.model || '';
   }
   if (info.workspace) $('server-workspace').textContent = info.workspace;
+  if (info.workspace) $('server-workspace').title = info.workspace; // shown cut short
   if (info.sandbox) $('server-sandbox').textContent = info.sandbox;
+  if (info.sandbox) $('server-sandbox').title = info.sandbox;
   const down = $('server-down');
   down.textContent = info.message || '';
   down.className = `notice server-${info.state}`;

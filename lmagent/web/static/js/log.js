@@ -29,11 +29,16 @@ export class ChatLog {
     this.tools = new Map();
     this.agents = new Map();
     this.waiting = null; // the progress line while the model reads the prompt or a tool runs
+    this.pending = null; // the tool row waiting for its result
     this.stick = true; // follow new output unless the reader scrolled up
     this.scrollPending = false;
+    this.placed = 0; // where the page last put the scroll position itself
     // The scroll position is read only on scroll events and written once a frame, never per
-    // token, so streaming never forces a layout.
-    element.addEventListener('scroll', () => { this.stick = this.atBottom(); }, { passive: true });
+    // token, so streaming never forces a layout. A scroll to where the page put it (or where
+    // emptying the log left it) is not the reader's.
+    element.addEventListener('scroll', () => {
+      if (element.scrollTop !== this.placed) this.stick = this.atBottom();
+    }, { passive: true });
   }
 
   atBottom() {
@@ -46,8 +51,23 @@ export class ChatLog {
     this.scrollPending = true;
     requestAnimationFrame(() => {
       this.scrollPending = false;
-      if (this.stick) this.element.scrollTop = this.element.scrollHeight;
+      if (this.stick) this.scrollTo(this.element.scrollHeight);
     });
+  }
+
+  scrollTo(top) {
+    this.element.scrollTop = top;
+    this.placed = this.element.scrollTop;
+  }
+
+  // What the reader asked for (a slash command's answer): in view even if they had scrolled
+  // up; its top first when it is taller than the log.
+  reveal(node) {
+    if (!node) return;
+    const log = this.element;
+    const top = node.getBoundingClientRect().top - log.getBoundingClientRect().top + log.scrollTop;
+    this.scrollTo(node.offsetHeight > log.clientHeight ? top - 8 : log.scrollHeight);
+    this.stick = this.atBottom();
   }
 
   add(node) {
@@ -59,17 +79,45 @@ export class ChatLog {
   clear() {
     this.endStep();
     this.element.replaceChildren();
+    this.placed = this.element.scrollTop; // emptied: the scroll that follows is not the reader's
+    this.stick = true;
     this.tools.clear();
     this.agents.clear();
     this.waiting = null;
+    this.pending = null;
+  }
+
+  // The one renderer of events: a live run's as they come, a reopened session's as the server
+  // rebuilds them from its transcript (lmagent/web/replay.py).
+  draw(type, event) {
+    switch (type) {
+      case 'user': this.user(event.text); break;
+      case 'note': this.note(event.text); break;
+      case 'iteration': this.endStep(); break;
+      case 'token': this.token(event.text); break;
+      case 'thinking': this.thinkingText(event.text); break;
+      case 'tool_call': this.toolCall(event.id, event.name, event.arguments); break;
+      case 'tool_result': this.toolResult(event.id, event.name, event.result, event.success, event); break;
+      case 'status': this.status(event.message); break;
+      case 'progress': this.progress(event); break;
+      case 'permission_answered': this.status(`permission: ${event.decision}`); break;
+      case 'error': this.error(event.message); break;
+      case 'done': this.ending(event); break;
+      default: break;
+    }
   }
 
   note(text) {
     return this.add(el('div', 'note', text));
   }
 
+  // A line about the call waiting for its result (its permission) goes before that call's row,
+  // so it reads before the result folded into the row.
   status(text) {
-    return this.add(el('div', 'status-line', `· ${text}`));
+    const line = el('div', 'status-line', `· ${text}`);
+    if (!this.pending) return this.add(line);
+    this.pending.details.before(line);
+    return line;
   }
 
   error(text) {
@@ -79,15 +127,8 @@ export class ChatLog {
 
   user(text) {
     this.endStep();
+    this.stick = true; // the reader's own message: follow what answers it
     return this.add(el('div', 'msg user', text));
-  }
-
-  assistant(text) {
-    const wrap = el('div', 'msg assistant');
-    const body = el('div', 'md');
-    wrap.append(body);
-    renderMarkdown(body, text);
-    return this.add(wrap);
   }
 
   // ---------------------------------------------------------------- progress
@@ -172,6 +213,7 @@ export class ChatLog {
     }
     this.current = null;
     this.thinking = null;
+    this.pending = null;
   }
 
   // ---------------------------------------------------------------- tools and sub-agents
@@ -189,11 +231,13 @@ export class ChatLog {
     this.add(details);
     row = { details, summary, body };
     if (id) this.tools.set(id, row);
+    this.pending = row;
     return row;
   }
 
   toolResult(id, name, result, success, event = {}) {
     const row = this.tools.get(id) || this.toolCall(id, name, '');
+    if (this.pending === row) this.pending = null;
     row.details.classList.remove('pending');
     row.details.classList.add(success ? 'ok' : 'fail');
     row.summary.querySelector('.tool-icon').textContent = success ? '✓' : '✗';
@@ -237,7 +281,7 @@ export class ChatLog {
     entry.node.textContent = parts.join(' · ');
   }
 
-  // ---------------------------------------------------------------- endings and transcripts
+  // ---------------------------------------------------------------- endings
 
   ending(info) {
     this.endStep();
@@ -255,27 +299,5 @@ export class ChatLog {
     if (facts.length) detail = (detail ? detail + '\n' : '') + facts.join(' · ');
     if (detail) box.append(el('div', 'detail', detail));
     return this.add(box);
-  }
-
-  transcript(messages) {
-    for (const message of messages) {
-      if (message.role === 'user') {
-        this.user(message.content || '');
-      } else if (message.role === 'assistant') {
-        this.endStep();
-        if (message.reasoning) this.thinkingText(message.reasoning);
-        if ((message.content || '').trim()) this.assistant(message.content);
-        for (const call of message.tool_calls || []) {
-          const fn = call.function || {};
-          this.toolCall(call.id, fn.name || '?', fn.arguments || '');
-        }
-      } else if (message.role === 'tool') {
-        let result = message.content;
-        try { result = JSON.parse(message.content); } catch (e) { /* shown as text */ }
-        const ok = !!(result && typeof result === 'object' && result.success);
-        this.toolResult(message.tool_call_id, '?', result, ok);
-      }
-    }
-    this.endStep();
   }
 }

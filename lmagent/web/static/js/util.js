@@ -106,5 +106,7 @@ export function renderMarkdown(target, text) {
   } else {
     fragment = el('div', 'plain', source); // never fall back to raw HTML
   }
+  // a fence just opened (mid-stream, or where a reply stopped) is no code block yet
+  for (const pre of fragment.querySelectorAll('pre')) if (!pre.textContent.trim()) pre.remove();
   target.replaceChildren(fragment);
 }
