@@ -10,7 +10,10 @@ for us, so a process in the sandbox that swaps a directory with a symlink to a h
 whether we stay inside. Files are opened, created and renamed relative to the descriptor of
 their parent found this way, with `O_NOFOLLOW` on the last component (a link swapped in at that
 moment makes the open fail with ELOOP and the lookup is retried); directory walks go by
-descriptor too (`Workspace.walk`).
+descriptor too (`Workspace.walk`). Lookups and walks go from an explicit stack holding at most
+OPEN_FOLDERS descriptors (`_Chain`), so no tree the model makes, however deep, makes them recurse
+or run out of descriptors. A name that is not UTF-8 is shown with \\xNN escapes (`shown_path`),
+and a lookup finds it by what was shown.
 
 It relies on the *at() system calls and `O_NOFOLLOW`/`O_DIRECTORY` (POSIX.1-2008: every Linux
 and macOS); `openat2(RESOLVE_BENEATH)` is not needed. Where Python cannot pass `dir_fd` (Windows)
@@ -27,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -40,6 +44,8 @@ READABLE_DATA = ("mcp_images",)  # folders of .lmagent/ the model may read
 MAX_LINKS = 40  # as the kernel's own limit on links in one lookup
 MAX_RETRIES = 50  # lookups retried when a link is swapped in under an open
 MAX_PATH_BYTES = 4096  # as PATH_MAX: longer paths are refused, not walked
+_ESCAPED_BYTE = re.compile(r"\\x([89a-f][0-9a-f])")  # a byte of a name shown_path wrote
+OPEN_FOLDERS = 32  # descriptors a lookup or a walk holds at most, however deep it goes
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -250,7 +256,7 @@ class Workspace:
         The items' descriptors are valid only until the next item is taken.
         """
         fd, rel = self.open_dir(start)
-        yield from _walk_fd(self, fd, "" if rel == "." else rel + "/", skip, max_depth, 1)
+        yield from _walk_fd(self, fd, "" if rel == "." else rel + "/", skip, max_depth)
 
 
 @dataclass
@@ -263,44 +269,60 @@ class WalkItem:
 
 
 def _walk_fd(
-    ws: Workspace, fd: int, prefix: str, skip: frozenset[str], max_depth: int | None, depth: int
+    ws: Workspace, fd: int, prefix: str, skip: frozenset[str], max_depth: int | None
 ) -> Iterator[WalkItem]:
-    """A folder's own entries first, then its subfolders' (each entered by `fd`)."""
+    """A folder's own entries first, then its subfolders' in turn, from an explicit stack: a
+    tree of any depth is walked with at most OPEN_FOLDERS descriptors and no recursion."""
+    chain = _Chain(fd)
+    try:
+        subdirs = yield from _listed(ws, fd, prefix, skip, max_depth is None or max_depth > 1)
+        todo = [list(reversed(subdirs))]  # per folder of the chain: subfolders still to enter
+        while todo:
+            if not todo[-1]:
+                todo.pop()
+                if todo:
+                    chain.up()
+                continue
+            name, rel = todo[-1].pop()
+            try:
+                chain.enter(name)
+            except OSError:
+                continue  # swapped for a link or removed since it was listed: not entered
+            deeper = max_depth is None or len(todo) < max_depth - 1
+            subdirs = yield from _listed(ws, chain.top(), rel + "/", skip, deeper)
+            todo.append(list(reversed(subdirs)))
+    finally:
+        chain.close()
+
+
+def _listed(
+    ws: Workspace, fd: int, prefix: str, skip: frozenset[str], deeper: bool
+) -> Iterator[WalkItem]:
+    """Yield a folder's entries (names sorted); return its subfolders to enter when `deeper`."""
     try:
         with os.scandir(fd) as listing:
             entries = sorted((e.name, _kind(e)) for e in listing if not _hidden(prefix, e, skip))
-        subdirs = []
-        for name, kind in entries:
-            rel = prefix + name
-            if kind == "dir":
-                yield WalkItem(fd, name, rel, True)
-                if max_depth is None or depth < max_depth:
-                    subdirs.append((name, rel))
-            elif kind == "file":
-                yield WalkItem(fd, name, rel, False)
-            elif kind == "link":
-                linked = _link_kind(ws, rel)
-                if linked is not None:
-                    yield WalkItem(fd, name, rel, linked, is_link=True)
-        for name, rel in subdirs:
-            yield from _walk_child(ws, fd, name, rel, skip, max_depth, depth)
     except OSError:
-        return  # a folder removed or unreadable while walking
-    finally:
-        os.close(fd)
+        return []  # a folder removed or unreadable while walking
+    subdirs = []
+    for name, kind in entries:
+        rel = prefix + name
+        if kind == "dir":
+            yield WalkItem(fd, name, rel, True)
+            if deeper:
+                subdirs.append((name, rel))
+        elif kind == "file":
+            yield WalkItem(fd, name, rel, False)
+        elif kind == "link":
+            linked = _link_kind(ws, rel)
+            if linked is not None:
+                yield WalkItem(fd, name, rel, linked, is_link=True)
+    return subdirs
 
 
 def _hidden(prefix: str, entry: os.DirEntry, skip: frozenset[str]) -> bool:
     """Left out of walks: the skipped names, and the agent's data folder however it is named."""
     return entry.name in skip or (not prefix and entry.name.casefold() == DATA_DIR)
-
-
-def _walk_child(ws, fd, name, rel, skip, max_depth, depth) -> Iterator[WalkItem]:
-    try:
-        child = os.open(name, DIR_FLAGS, dir_fd=fd)
-    except OSError:
-        return  # swapped for a link or removed since it was listed: not entered
-    yield from _walk_fd(ws, child, rel + "/", skip, max_depth, depth + 1)
 
 
 def _kind(entry: os.DirEntry) -> str:
@@ -329,13 +351,12 @@ def _link_kind(ws: Workspace, rel: str) -> bool | None:
 
 
 class _Walk:
-    """One lookup: a stack of open folders from the root, the components still to go."""
+    """One lookup: the chain of folders entered from the root, the components still to go."""
 
     def __init__(self, ws: Workspace, parts: list[str], shown: str, write: bool, make: bool):
         self.ws, self.shown, self.write, self.make = ws, shown, write, make
         self.pending = list(reversed(parts))
-        self.stack: list[int] = []
-        self.names: list[str] = []
+        self.chain: _Chain | None = None
         self.links = 0
 
     def run(self) -> Entry:
@@ -355,47 +376,47 @@ class _Walk:
                     self._enter(part)
             return self._root_entry()
         finally:
-            for fd in self.stack:
-                os.close(fd)
+            self.chain.close()
 
     def _is_last(self) -> bool:
         return all(p in ("", ".") for p in self.pending)
 
     def _restart_at_root(self) -> None:
-        for fd in self.stack:
-            os.close(fd)
-        self.stack = [os.open(self.ws.root, DIR_FLAGS)]
-        self.names = []
+        if self.chain is not None:
+            self.chain.close()
+        self.chain = _Chain(os.open(self.ws.root, DIR_FLAGS))
 
     def _up(self) -> None:
-        if not self.names:
+        if not self.chain.names:
             raise self.ws._outside(self.shown)
-        os.close(self.stack.pop())
-        self.names.pop()
+        self.chain.up()
 
     def _last(self, part: str) -> Entry | None:
-        target = _readlink(self.stack[-1], part)
+        part = _on_disk(self.chain.top(), part)
+        target = _readlink(self.chain.top(), part)
         if target is not None:
             self._follow(target)
             return None
-        parent = self.stack.pop()
-        rel = "/".join([*self.names, part])
-        return Entry(parent, part, rel)
+        rel = "/".join([*self.chain.names, part])
+        return Entry(self.chain.take(), part, rel)
 
     def _root_entry(self) -> Entry:
         """The walk ended on a folder: name it by its parent, or the root by itself."""
-        if not self.names:
-            return Entry(self.stack.pop(), ".", ".")
-        os.close(self.stack.pop())
-        return Entry(self.stack.pop(), self.names[-1], "/".join(self.names))
+        names = self.chain.names
+        if not names:
+            return Entry(self.chain.take(), ".", ".")
+        name, rel = names[-1], "/".join(names)
+        self.chain.up()
+        return Entry(self.chain.take(), name, rel)
 
     def _enter(self, part: str) -> None:
-        if self.write and not self.names:
+        if self.write and not self.chain.names:
             self.ws._check(part, self.shown, True)  # refused before anything is made below it
+        part = _on_disk(self.chain.top(), part)
         try:
-            fd = os.open(part, DIR_FLAGS, dir_fd=self.stack[-1])
+            self.chain.enter(part)
         except OSError as exc:
-            target = _readlink(self.stack[-1], part)
+            target = _readlink(self.chain.top(), part)
             if target is not None:
                 self._follow(target)
                 return
@@ -403,14 +424,12 @@ class _Walk:
                 self._make(part)
                 return
             raise
-        self.stack.append(fd)
-        self.names.append(part)
 
     def _make(self, part: str) -> None:
         if self.write:
-            self.ws._check("/".join([*self.names, part]), self.shown, True)
+            self.ws._check("/".join([*self.chain.names, part]), self.shown, True)
         with contextlib.suppress(FileExistsError):
-            os.mkdir(part, 0o777, dir_fd=self.stack[-1])
+            os.mkdir(part, 0o777, dir_fd=self.chain.top())
         self.pending.append(part)  # enter it (or whatever now stands there) on the next turn
 
     def _follow(self, target: str) -> None:
@@ -427,6 +446,89 @@ class _Walk:
             self._restart_at_root()
             target = inside
         self.pending.extend(reversed(target.split("/")))
+
+
+class _Chain:
+    """Folders entered one inside the other from a first descriptor, at most OPEN_FOLDERS of them
+    open at once: as it deepens the outermost are let go (the first is kept), and when one is
+    the innermost again it is opened again from the first, name by name with O_NOFOLLOW as it
+    was entered. The open ones are always the first and the innermost few. Every descriptor it
+    holds is its own; `take` hands the innermost one over."""
+
+    def __init__(self, fd: int):
+        self.fds: list[int | None] = [fd]
+        self.names: list[str] = []  # of the folders after the first
+        self.held = 1
+
+    def top(self) -> int:
+        """The innermost folder's descriptor (opened again if it was let go)."""
+        if self.fds[-1] is None:
+            self._reopen()
+        return self.fds[-1]
+
+    def enter(self, name: str) -> None:
+        """Step into the subfolder `name` (never a link); OSError when it cannot be entered."""
+        self.fds.append(os.open(name, DIR_FLAGS, dir_fd=self.top()))
+        self.names.append(name)
+        self.held += 1
+        if self.held > OPEN_FOLDERS:
+            outermost = len(self.fds) - self.held + 1
+            os.close(self.fds[outermost])
+            self.fds[outermost] = None
+            self.held -= 1
+
+    def up(self) -> None:
+        fd = self.fds.pop()
+        self.names.pop()
+        if fd is not None:
+            os.close(fd)
+            self.held -= 1
+
+    def take(self) -> int:
+        """The innermost folder's descriptor, no longer the chain's to close."""
+        fd = self.top()
+        self.fds.pop()
+        self.held -= 1
+        if self.names:
+            self.names.pop()
+        return fd
+
+    def close(self) -> None:
+        for fd in self.fds:
+            if fd is not None:
+                os.close(fd)
+        self.fds, self.held = [], 0
+
+    def _reopen(self) -> None:
+        """Open the folders after the first again; the innermost of them stay open, for the
+        steps back up that follow."""
+        path: list[int] = []
+        try:
+            for name in self.names:
+                path.append(os.open(name, DIR_FLAGS, dir_fd=path[-1] if path else self.fds[0]))
+                if len(path) >= OPEN_FOLDERS:
+                    os.close(path.pop(0))
+        except OSError:
+            for fd in path:
+                os.close(fd)
+            raise
+        self.fds[len(self.fds) - len(path) :] = path
+        self.held += len(path)
+
+
+def shown_path(path: str) -> str:
+    """A path as text the model, the logs and the browser can carry: the bytes of a name that
+    are not UTF-8 (kept by Python as lone surrogates) written as \\xNN escapes."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _on_disk(dir_fd: int, name: str) -> str:
+    """The entry `name` means in the folder: itself, or, when only that exists, the name whose
+    shown_path it is (the escapes read back as the bytes they stand for)."""
+    if "\\x" not in name or _lstat(dir_fd, name) is not None:
+        return name
+    raw = _ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m[1], 16)), name)
+    return raw if raw != name and _lstat(dir_fd, raw) is not None else name
 
 
 def _readlink(dir_fd: int, name: str) -> str | None:

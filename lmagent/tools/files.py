@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 import regex
 
-from lmagent.core.workspace import READ_FLAGS, PathError, WalkItem, Workspace
+from lmagent.core.workspace import READ_FLAGS, PathError, WalkItem, Workspace, shown_path
 from lmagent.tools.registry import (
     EXISTING_DIR,
     EXISTING_FILE,
@@ -116,7 +116,7 @@ def tool_read(
     if offset > max(total, 1):
         raise ArgumentError(f"offset {offset} is past the end of '{path}' ({total} lines)")
     result = {
-        "path": rel,
+        "path": shown_path(rel),
         "content": "".join(window),
         "total_lines": total,
         "lines": f"{offset}-{offset + len(window) - 1}" if window else "none",
@@ -178,7 +178,7 @@ def tool_write(
         raise ToolError(f"'{path}' is a directory; give a file path")
     payload = content.encode("utf-8", "replace")
     rel, created = _write_file(ctx.workspace, path, payload)
-    return {"path": rel, "bytes": len(payload), "created": created}
+    return {"path": shown_path(rel), "bytes": len(payload), "created": created}
 
 
 def tool_edit(
@@ -215,7 +215,7 @@ def tool_edit(
     if crlf:
         new_text = new_text.replace("\n", "\r\n")
     rel, _ = _write_file(ctx.workspace, path, new_text.encode("utf-8", "surrogateescape"))
-    return {"path": rel, "match": how, "line": line}
+    return {"path": shown_path(rel), "match": how, "line": line}
 
 
 def change_preview(workspace: Workspace, tool: str, arguments: dict) -> str:
@@ -231,7 +231,7 @@ def change_preview(workspace: Workspace, tool: str, arguments: dict) -> str:
         old, rel = None, path
     except (OSError, PathError):
         return ""
-    new = _previewed(tool, old, arguments)
+    new, rel = _previewed(tool, old, arguments), shown_path(rel)
     if new is None:
         return ""
     if new == old:
@@ -431,7 +431,7 @@ class Glob:
             return
         prefix = 0 if rel == "." else len(rel) + 1
         for item in self.workspace.walk(rel, self.skip, self.max_depth):
-            if self.regex.fullmatch(item.rel[prefix:]):
+            if self.regex.fullmatch(shown_path(item.rel[prefix:])):
                 yield item
 
 
@@ -495,7 +495,7 @@ def tool_glob(ctx: ToolContext, pattern: A[str, "glob such as **/*.py"]) -> dict
         if len(matches) >= GLOB_MAX_RESULTS:
             truncated = True
             break
-        matches.append(item.rel + ("/" if item.is_dir else ""))
+        matches.append(shown_path(item.rel) + ("/" if item.is_dir else ""))
     result = {"pattern": pattern, "matches": matches, "count": len(matches)}
     if truncated:
         result["truncated"] = True
@@ -513,8 +513,9 @@ def existing_paths(workspace: Workspace) -> dict[str, list[str]] | None:
         walk.close()
     if len(items) > PATH_CHOICES:
         return None
-    files = [item.rel for item in items if not item.is_dir]
-    return {"file": files, "dir": [".", *(item.rel for item in items if item.is_dir)]}
+    files = [shown_path(item.rel) for item in items if not item.is_dir]
+    folders = [shown_path(item.rel) for item in items if item.is_dir]
+    return {"file": files, "dir": [".", *folders]}
 
 
 # --------------------------------------------------------------------------- grep
@@ -538,7 +539,7 @@ def tool_grep(
         searched += 1
         try:
             for line_no, text in search.hits(opener, GREP_MAX_RESULTS + 1 - len(matches)):
-                matches.append({"file": rel, "line": line_no, "text": text})
+                matches.append({"file": shown_path(rel), "line": line_no, "text": text})
         except TimeoutError:
             slow = True
             break
@@ -552,8 +553,8 @@ def tool_grep(
     if slow:
         result["truncated"] = True
         result["note"] = (
-            f"stopped after {GREP_TIME_LIMIT:g} s of matching in {rel}: the pattern backtracks "
-            "too much (nested repetition such as (x+)+); use a simpler pattern"
+            f"stopped after {GREP_TIME_LIMIT:g} s of matching in {shown_path(rel)}: the pattern "
+            "backtracks too much (nested repetition such as (x+)+); use a simpler pattern"
         )
     return result
 
@@ -732,14 +733,14 @@ def tool_ls(
         entries = [item for item in map(_ls_entry, found[:LS_MAX_ENTRIES]) if item]
     finally:
         os.close(fd)  # the entries' stat() ran relative to it
-    result = {"path": rel, "entries": entries, "count": len(found)}
+    result = {"path": shown_path(rel), "entries": entries, "count": len(found)}
     if len(found) > LS_MAX_ENTRIES:
         result["truncated"] = True
     return result
 
 
 def _ls_entry(entry: os.DirEntry) -> dict | None:
-    item = {"name": entry.name, "type": _entry_type(entry)}
+    item = {"name": shown_path(entry.name), "type": _entry_type(entry)}
     if item["type"] == "file":
         try:
             item["size"] = entry.stat(follow_symlinks=False).st_size
@@ -764,7 +765,7 @@ def tool_mkdir(ctx: ToolContext, path: A[str, "directory to create (parents too)
         raise ToolError(f"cannot create '{path}': a file is in the way") from None
     except OSError as exc:
         raise _os_error("create", path, exc) from None
-    return {"path": rel, "created": created}
+    return {"path": shown_path(rel), "created": created}
 
 
 FILE_TOOLS = [

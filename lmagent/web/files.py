@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import BinaryIO
 
-from lmagent.core.workspace import PathError, Workspace
+from lmagent.core.workspace import PathError, Workspace, shown_path
 
 MAX_ENTRIES = 2000
 PREVIEW_BYTES = 512 * 1024
@@ -77,12 +77,13 @@ def list_directory(workspace: Workspace, path: str | None) -> dict:
     finally:
         os.close(fd)
     entries.sort(key=lambda e: (e["type"] != "dir", e["name"].casefold()))
-    return {"path": rel, "entries": entries[:MAX_ENTRIES], "truncated": len(entries) > MAX_ENTRIES}
+    listed = entries[:MAX_ENTRIES]
+    return {"path": shown_path(rel), "entries": listed, "truncated": len(entries) > MAX_ENTRIES}
 
 
 def _entry(workspace: Workspace, folder: str, entry: os.DirEntry) -> dict:
     rel = entry.name if folder == "." else f"{folder}/{entry.name}"
-    item = {"name": entry.name, "path": rel}
+    item = {"name": shown_path(entry.name), "path": shown_path(rel)}
     try:
         info = entry.stat(follow_symlinks=False)
         if stat.S_ISLNK(info.st_mode):
@@ -117,7 +118,7 @@ def describe_file(workspace: Workspace, path: str | None) -> dict:
         size = os.fstat(handle.fileno()).st_size
         head = handle.read(PREVIEW_BYTES)
     name = PurePosixPath(rel).name
-    info = {"path": rel, "name": name, "size": size}
+    info = {"path": shown_path(rel), "name": shown_path(name), "size": size}
     image = sniff_image(head)
     if image:
         return {**info, "kind": "image", "mime": image[0]}
