@@ -43,6 +43,14 @@ def test_at_a_terminal_the_folder_it_is_started_in_is_the_workspace_named_first(
     assert first.startswith(f"· workspace {workspace.resolve()} ·"), done.stdout
 
 
+def test_the_repls_first_line_names_the_workspace(workspace, llm):
+    env = unset_workspace(cli_env(workspace, llm))
+    done = cli_with_terminal(workspace, "--url", llm.url, typed="quit\n", env=env)
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith(f"LMAgent · workspace {workspace.resolve()} ·"), done.stdout
+
+
 def test_embedded_without_workspace_works_in_the_current_folder(tmp_path, monkeypatch):
     """--embedded goes through the same load_config as every run: WORKSPACE unset and no
     terminal to ask, the workspace is the folder it is started in, not ~/lm_workspace."""
