@@ -26,6 +26,9 @@ Normal replies
     ``usage``           usage dict; default is computed (about 4 characters per token).
                         Streaming sends a usage chunk when this is given or the request sets
                         ``stream_options.include_usage``.  ``False`` never sends usage.
+    ``timings``         llama.cpp's `timings` object (``prompt_n``, ``prompt_per_second``,
+                        ``predicted_n``, ``predicted_per_second``...): sent on the last chunk
+                        of a stream (the one with the finish reason), or in a whole reply
     ``finish_reason``   default ``"tool_calls"`` when there are tool calls, else ``"stop"``
     ``model``           model name in the reply (default: the request's ``model``)
     ``chunk_size``      characters per content/reasoning chunk (default: server's; 0 = all
@@ -142,6 +145,7 @@ _TURN_KEYS = frozenset(
         "reasoning",
         "tool_calls",
         "usage",
+        "timings",
         "finish_reason",
         "model",
         "chunk_size",
@@ -345,6 +349,8 @@ def stream_chunks(
                     delta = {"index": i, "function": {"arguments": p}}
                 events.append(chunk({"tool_calls": [delta]}))
         events.append(chunk({}, finish))
+        if turn.get("timings"):  # llama.cpp sends them with the finish reason
+            events[-1]["timings"] = turn["timings"]
     if events:
         stream_options = body.get("stream_options") or {}
         if usage is not False and ("usage" in turn or stream_options.get("include_usage") is True):
@@ -919,6 +925,8 @@ class ScriptedLLM:
         }
         if usage is not False:
             obj["usage"] = usage
+        if turn.get("timings"):
+            obj["timings"] = turn["timings"]
         if turn.get("drop_after") is None:
             handler.send_json(200, obj)
             return

@@ -236,6 +236,7 @@ def test_json_prints_one_event_per_line(workspace, llm):
 
 def test_permission_and_workspace_flags_override_the_environment(workspace, llm, tmp_path):
     other = tmp_path / "other"
+    other.mkdir()  # a --workspace that does not exist is an error (tests/test_everyday_truth.py)
     llm.add(tool_call("write", {"path": "a.txt", "content": "A"}), text("TASK_COMPLETE"))
     env = cli_env(workspace, llm, PERMISSION_MODE="manual")
     done = cli(workspace, llm, "--permission", "auto", "--workspace", str(other), "go", env=env)
@@ -378,7 +379,7 @@ def test_the_repl_hosts_the_scheduler_and_reports_its_runs_apart(workspace, llm,
     assert started == f"[scheduled] session {scheduled['id']} started: tidy the notes\n"
     assert ended.startswith(
         f"[scheduled] session {scheduled['id']} completed · answered without using any tool: "
-        "no file changed, no command run · 1 iterations"
+        "no file changed, no command run · 1 iteration · "
     )
     assert status == f"scheduler: running (pid {proc.proc.pid})\n"
     assert scheduled["status"] == "completed"

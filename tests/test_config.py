@@ -20,11 +20,15 @@ def no_dotenv_next_to_the_scripts():
 
 def test_defaults_match_the_contract(tmp_path):
     config = Config.load(environ={}, cwd=tmp_path)
-    assert config.workspace == (Path.home() / "lm_workspace").resolve()
+    assert config.workspace == tmp_path.resolve()  # the folder it is started in
     assert config.llm_url == "http://localhost:1234/v1/chat/completions"
     assert (config.permission_mode, config.max_iterations) == ("normal", 500)
     assert (config.summarization_threshold, config.llm_temperature) == (80000, 0.65)
     assert config.thinking_model is True
+
+
+def test_a_blank_workspace_is_the_folder_it_is_started_in(tmp_path):
+    assert Config.load(environ={"WORKSPACE": "  "}, cwd=tmp_path).workspace == tmp_path.resolve()
 
 
 def test_a_dotenv_in_the_current_directory_fills_in_what_the_environment_does_not_set(tmp_path):
@@ -68,7 +72,6 @@ def test_workspace_is_expanded_and_resolved(tmp_path):
         ("VISION_ENABLED", "sometimes", "auto, true, false"),
         ("TOOL_SET", "core", "auto, full, compact, tiny"),
         ("ENABLE_SUB_AGENTS", "perhaps", "true, false"),
-        ("WORKSPACE", "  ", "directory"),
         ("WORKSPACE", "/tmp/a\x00b", "usable directory path"),
         ("LLM_TIMEOUT", "nan", "a number of at least 1"),
         ("LLM_TIMEOUT", "inf", "a number of at least 1"),

@@ -77,7 +77,8 @@ def test_help_lists_defaults_variables_and_exit_codes(workspace):
     assert done.returncode == 0, done.stderr
     help_text = " ".join(done.stdout.split())
     for expected in (
-        "WORKSPACE the only directory the agent may touch (default: ~/lm_workspace)",
+        "WORKSPACE the only directory the agent may touch; blank = the folder lmagent is started "
+        "in (default: blank)",
         "LLM_URL",
         "http://localhost:1234/v1/chat/completions",
         "LLM_MODEL",

@@ -75,15 +75,22 @@ def test_first_run_asks_saves_dotenv_and_the_next_start_does_not_ask(project, ho
     assert again.finish() == 0
 
 
-def test_declining_uses_lm_workspace_a_typed_url_and_saves_nothing(project, home, llm, terminals):
+def test_declining_asks_for_a_folder_a_typed_url_and_saves_nothing(project, home, llm, terminals):
     llm.add(text("Hello.\nTASK_COMPLETE"))
     env = unconfigured_env(home, f"LM Studio={closed_port_url()}")
+    elsewhere = home / "work" / "new"
     run = terminals("say hello", cwd=project, env=env)
     run.expect("as the workspace? [Y/n]")
     run.type("n")
-    run.expect("Workspace directory [~/lm_workspace]: ")
-    run.type("")
+    run.expect("Workspace directory: ")
+    run.type("")  # no default folder: asked again
+    run.expect("type the path of a folder")
+    run.type(str(elsewhere))
+    run.expect(f"{elsewhere} does not exist. Create it? [Y/n]")
+    assert not elsewhere.exists()  # only when the answer is yes
+    run.type("y")
     shown = run.expect("Server URL [http://localhost:1234/v1/chat/completions]: ")
+    assert f"created {elsewhere}" in shown
     assert "No LLM server answered (LM Studio" in shown
     assert "run with --embedded: a small bundled model" in " ".join(shown.split())
     run.type("localhost:1234")  # no scheme: refused, asked again
@@ -92,7 +99,7 @@ def test_declining_uses_lm_workspace_a_typed_url_and_saves_nothing(project, home
     run.expect("[Y/n]")
     run.type("n")
     assert run.finish() == 0, run.shown
-    assert f"workspace {home / 'lm_workspace'}" in run.shown
+    assert f"workspace {elsewhere}" in run.shown
     assert not (project / ".env").exists()
     assert len(llm.requests) == 1
 
@@ -120,7 +127,8 @@ def test_without_a_terminal_nothing_is_asked(project, home, llm):
     done = cli(project, llm, input="quit\n", env=env)  # the REPL, its input a pipe
     assert done.returncode == 0, done.stderr
     assert "First run" not in done.stdout and "[Y/n]" not in done.stdout
-    assert f"workspace {home / 'lm_workspace'}" in done.stdout  # the documented default
+    assert f"workspace {project}" in done.stdout  # the folder it was started in
+    assert not (home / "lm_workspace").exists()
     assert not (project / ".env").exists()
 
 

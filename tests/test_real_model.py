@@ -380,7 +380,7 @@ def test_server_killed_mid_stream_then_the_session_resumes_on_a_new_server(works
     events = seen + [json.loads(line) for line in list(lines.queue) if line.startswith("{")]
     stderr = process.stderr.read()
     statuses = [e["message"] for e in events[len(seen) :] if e["type"] == "status"]
-    assert statuses[0].startswith("the reply broke off; asking again")
+    assert statuses[0].startswith("the reply broke off: ") and "; asking again" in statuses[0]
     assert len(statuses) == 3 and all("cannot reach the LLM server" in s for s in statuses[1:])
     assert code == 1 and events[-1]["status"] == "error"
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]

@@ -1,7 +1,9 @@
 """First run: a person at a terminal with nothing configured (no `.env`, no WORKSPACE or LLM_URL)
-is asked where to work and which server to use, then offered to save both in `.env`.
+is asked where to work and which server to use, then offered to save both in `.env`; with
+--embedded (which brings its own server) only where to work.
 
-Never asks without a terminal (scripts, cron, CI get the defaults, as the README says).
+Never asks without a terminal (scripts, cron, CI get the defaults, as the README says: the
+workspace is then WORKSPACE, else the current folder).
 FIRST_RUN_SERVERS (`name=url,...`) replaces the servers probed, for unusual set-ups and tests.
 """
 
@@ -15,10 +17,8 @@ from pathlib import Path
 
 import requests
 
-from lmagent.core.config import SCRIPT_DIR, Config, ConfigError, parse_setting
+from lmagent.core.config import SCRIPT_DIR, ConfigError, parse_setting
 from lmagent.llm.quirks import LOCAL_DEFAULTS
-
-DEFAULT_WORKSPACE = Config.default("workspace")
 
 
 @dataclass
@@ -32,15 +32,16 @@ class Server:
 
 
 def needed(args, environ=None, cwd: Path | None = None) -> bool:
-    """True when a person at a terminal starts a run or the REPL with nothing configured."""
+    """True when a person at a terminal starts a run or the REPL with nothing configured
+    (with --embedded: no workspace configured; the server is its own)."""
     environ = os.environ if environ is None else environ
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         return False
-    if args.json or args.embedded or args.list_sessions or args.scheduler_status:
+    if args.json or args.list_sessions or args.scheduler_status:
         return False
-    if args.scheduler or args.submit is not None or args.workspace or args.url:
+    if args.scheduler or args.submit is not None or args.workspace or environ.get("WORKSPACE"):
         return False
-    if environ.get("WORKSPACE") or environ.get("LLM_URL"):
+    if not args.embedded and (args.url or environ.get("LLM_URL")):
         return False
     cwd = cwd or Path.cwd()
     return not ((cwd / ".env").is_file() or (SCRIPT_DIR / ".env").is_file())
@@ -76,16 +77,22 @@ class FirstRun:
         self.ask = ask
         self.say = say
 
-    def run(self, cwd: Path, environ=None) -> dict:
-        """The settings chosen: {"workspace": Path, "llm_url": str}, saved to .env if wanted."""
-        self.say("First run: no .env here and no WORKSPACE or LLM_URL set. Two questions.")
-        workspace = self.choose_workspace(cwd)
-        url = self.choose_server(candidates(environ))
+    def run(self, cwd: Path, environ=None, server: bool = True) -> dict:
+        """The settings chosen: {"workspace": Path, "llm_url": str} (no llm_url without
+        `server`: --embedded brings its own), saved to .env if wanted."""
+        if server:
+            self.say("First run: no .env here and no WORKSPACE or LLM_URL set. Two questions.")
+        else:
+            self.say("First run: no .env here and no WORKSPACE set. One question.")
+        chosen = {"workspace": self.choose_workspace(cwd)}
+        if server:
+            chosen["llm_url"] = self.choose_server(candidates(environ))
         env_file = cwd / ".env"
-        if self.yes(f"Save these to {env_file} so they are not asked again?"):
-            save_env(env_file, workspace, url)
+        what = "these to {} so they are" if server else "it to {} so it is"
+        if self.yes(f"Save {what.format(env_file)} not asked again?"):
+            save_env(env_file, chosen["workspace"], chosen.get("llm_url", ""))
             self.say(f"saved {env_file}")
-        return {"workspace": workspace, "llm_url": url}
+        return chosen
 
     def yes(self, question: str) -> bool:
         while True:
@@ -97,17 +104,28 @@ class FirstRun:
             self.say("please answer y or n")
 
     def choose_workspace(self, cwd: Path) -> Path:
-        """The current directory if the user agrees, else a directory they name (default
-        ~/lm_workspace). The agent may read and write only there."""
+        """The current directory if the user agrees, else a directory they name: an existing
+        one, or one they agree to create. The agent may read and write only there."""
         self.say("The agent reads and writes files only inside its workspace directory.")
         if self.yes(f"Use the current directory {cwd} as the workspace?"):
             return cwd
         while True:
-            typed = self.ask(f"Workspace directory [{DEFAULT_WORKSPACE}]: ").strip()
+            typed = self.ask("Workspace directory: ").strip()
             try:
-                return parse_setting("workspace", "workspace", typed or DEFAULT_WORKSPACE)
+                path = parse_setting("workspace", "workspace", typed)
             except ConfigError as exc:
                 self.say(str(exc))
+                continue
+            if path is None:
+                self.say("type the path of a folder (Ctrl+C leaves)")
+            elif path.is_dir():
+                return path
+            elif path.exists():
+                self.say(f"{path} is not a folder")
+            elif self.yes(f"{path} does not exist. Create it?"):
+                path.mkdir(parents=True)
+                self.say(f"created {path}")
+                return path
 
     def choose_server(self, servers: list[tuple[str, str]]) -> str:
         """One of the servers that answer, or a URL the user types."""
@@ -135,11 +153,11 @@ class FirstRun:
                 self.say(str(exc))
 
 
-def save_env(path: Path, workspace: Path, url: str) -> None:
-    """Write the two answers as a .env (an existing file is never overwritten)."""
+def save_env(path: Path, workspace: Path, url: str = "") -> None:
+    """Write the answers as a .env (an existing file is never overwritten)."""
     text = (
         "# written by LMAgent's first run; every variable is listed in .env.example\n"
-        f"WORKSPACE={_quoted(str(workspace))}\nLLM_URL={_quoted(url)}\n"
+        f"WORKSPACE={_quoted(str(workspace))}\n" + (f"LLM_URL={_quoted(url)}\n" if url else "")
     )
     with open(path, "x", encoding="utf-8") as handle:
         handle.write(text)

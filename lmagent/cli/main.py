@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--workspace",
         metavar="DIR",
-        help="the only directory the agent may read or write (default: WORKSPACE, ~/lm_workspace)",
+        help="the only directory the agent may read or write; it must exist (default: "
+        "WORKSPACE, else the current folder)",
     )
     parser.add_argument(
         "--url", metavar="URL", help="the server's chat completions endpoint (default: LLM_URL)"
@@ -128,7 +129,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def load_config(args: argparse.Namespace, first_run: dict | None = None):
     """Defaults → .env files → environment → command-line flags (and first-run answers)."""
-    from lmagent.core.config import Config, ConfigError, parse_setting
+    from lmagent.core.config import Config, ConfigError, check_workspace, parse_setting
 
     flags = {
         "workspace": args.workspace,
@@ -145,7 +146,9 @@ def load_config(args: argparse.Namespace, first_run: dict | None = None):
         if args.queue is not None:
             flags["scheduler_queue"] = parse_setting("scheduler_queue", "--queue", args.queue)
         overrides = {**(first_run or {}), **{k: v for k, v in flags.items() if v is not None}}
-        return Config.load(overrides=overrides)
+        config = Config.load(overrides=overrides)
+        check_workspace(config.workspace, "--workspace" if args.workspace else "WORKSPACE")
+        return config
     except ConfigError as exc:
         raise CliError(str(exc)) from None
 
@@ -172,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def ask_on_first_run(args: argparse.Namespace) -> dict | None:
-    """Nothing configured and a person at the terminal: ask for the workspace and server."""
+    """Nothing configured and a person at the terminal: ask for the workspace and (without
+    --embedded, which brings its own) the server."""
     from pathlib import Path
 
     from lmagent.cli import firstrun
@@ -180,7 +184,7 @@ def ask_on_first_run(args: argparse.Namespace) -> dict | None:
     if not firstrun.needed(args):
         return None
     try:
-        return firstrun.FirstRun().run(Path.cwd())
+        return firstrun.FirstRun().run(Path.cwd(), server=not args.embedded)
     except EOFError:
         raise CliError(
             "first run cancelled; set WORKSPACE and LLM_URL (or write a .env) to skip the questions"

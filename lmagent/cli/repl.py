@@ -111,8 +111,9 @@ class Repl:
         Workspace(self.config.workspace).ensure()
         self.runtime = self.owned.enter_context(shared_runtime(self.config, self.runtime))
         history = _setup_readline(self.config.workspace) if self._interactive() else None
-        self.io.line("LMAgent", "bold")
-        for line in self.runtime.banner_lines(self.mode):
+        where, *lines = self.runtime.banner_lines(self.mode)
+        self.io.line(f"LMAgent · {where}", "bold")  # the first line names the workspace
+        for line in lines:
             self.io.line(f"  {line}", "yellow" if line.startswith("warning") else "dim")
         self.start_scheduler()
         self.io.line("Type a task, /help for commands, quit to leave.", "dim")

@@ -20,6 +20,7 @@ from lmagent.cli.display import (
 )
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
+from lmagent.core.text import counted, shortened
 from lmagent.core.workspace import Workspace
 from lmagent.llm.probe import unreachable_message
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
@@ -150,17 +151,17 @@ class TerminalIO:
     def on_tool_call(self, event: dict) -> None:
         args = event.get("arguments")
         text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        self.line(f"{self._prefix(event)}→ {event['name']} {text[:200]}", "cyan")
+        self.line(f"{self._prefix(event)}→ {event['name']} {shortened(text, 200)}", "cyan")
 
     def on_tool_result(self, event: dict) -> None:
         result = event.get("result") or {}
         if event.get("success"):
             found = result_summary(result)
             summary = f" — {found}" if found else ""
-            self.line(f"{self._prefix(event)}  ✓ {event['name']}{summary}"[:400], "green")
+            self.line(shortened(f"{self._prefix(event)}  ✓ {event['name']}{summary}", 400), "green")
         else:
             error = one_line(result.get("error", ""))
-            self.line(f"{self._prefix(event)}  ✗ {event['name']}: {error}"[:400], "red")
+            self.line(shortened(f"{self._prefix(event)}  ✗ {event['name']}: {error}", 400), "red")
         for text, colour in result_lines(event):
             self.line(f"{self._prefix(event)}{text}", colour)
 
@@ -238,7 +239,9 @@ class TerminalIO:
             preview = approval_lines(tool, arguments, change)
             for text, colour in preview:
                 self.line(text, colour)
-            summary = "" if preview else " " + json.dumps(arguments, ensure_ascii=False)[:300]
+            summary = (
+                "" if preview else " " + shortened(json.dumps(arguments, ensure_ascii=False), 300)
+            )
             self.line(f"? allow {tool}{summary}  [y]es / [n]o / [a]uto", "bold")
         answer = self.read_answer()
         if not answer:
@@ -400,7 +403,7 @@ def list_sessions(config: Config, as_json: bool = False, write: Callable | None 
         if meta["status"] == "damaged":
             write(f"{meta['id']}  damaged        {one_line(meta['error'])}")
             continue
-        task = one_line(meta.get("task", ""))[:60]
+        task = shortened(one_line(meta.get("task", "")), 60)
         write(
             f"{meta['id']}  {meta.get('status', '?'):<14} {str(meta.get('updated', ''))[:19]}  "
             f"{meta.get('iterations', 0):>4} it  {task}"
@@ -414,7 +417,8 @@ def ending_line(done: dict, cause: bool = True) -> str:
     if done.get("wait_until"):
         text += f" until {done['wait_until']}"
     if done["status"] == "error" and cause:
-        text += f": {one_line(done['message'])[:200]}"
+        text += f": {shortened(one_line(done['message']), 200)}"
     if done.get("summary"):
         text += f" · {done['summary']}"
-    return f"{text} · {done['iterations']} iterations · {done['tokens']} tokens"
+    steps = counted(done["iterations"], "iteration")
+    return f"{text} · {steps} · {counted(done['tokens'], 'token')}"

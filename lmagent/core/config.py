@@ -85,6 +85,11 @@ def _parse_path(name: str, raw: str) -> Path:
         raise ConfigError(f"{name}={raw!r} is not a usable directory path ({exc})") from None
 
 
+def _parse_workspace(name: str, raw: str) -> Path | None:
+    """A directory path; blank = the current folder (Config.load fills it in)."""
+    return _parse_path(name, raw) if raw.strip() else None
+
+
 def _parse_paths(name: str, raw: str) -> tuple[Path, ...]:
     """`:`-separated directory paths (blank = none), symlinks resolved."""
     return tuple(_parse_path(name, item) for item in raw.split(":") if item.strip())
@@ -171,7 +176,10 @@ class Config:
     """Settings resolved once at start-up (defaults → .env files → environment → flags)."""
 
     workspace: Path = _setting(
-        "WORKSPACE", _parse_path, "~/lm_workspace", "the only directory the agent may touch"
+        "WORKSPACE",
+        _parse_workspace,
+        "",
+        "the only directory the agent may touch; blank = the folder lmagent is started in",
     )
     llm_url: str = _setting(
         "LLM_URL",
@@ -366,7 +374,8 @@ class Config:
             if value is not None:
                 values[name] = value
         config = cls(**values)
-        return replace(config, workspace=_parse_path("WORKSPACE", str(config.workspace)))
+        workspace = config.workspace if config.workspace is not None else cwd or Path.cwd()
+        return replace(config, workspace=_parse_path("WORKSPACE", str(workspace)))
 
     def with_changes(self, **changes) -> Config:
         return replace(self, **changes)
@@ -375,6 +384,19 @@ class Config:
     def default(cls, name: str) -> str:
         """The default of setting `name` (a field name), as written in .env.example."""
         return next(f.metadata["default"] for f in fields(cls) if f.name == name)
+
+
+def check_workspace(path: Path, named_by: str) -> None:
+    """ConfigError unless `path` (the workspace, as `named_by` gives it: --workspace or
+    WORKSPACE) is an existing folder: a mistyped path is never created silently."""
+    if path.is_dir():
+        return
+    what = "is not a folder" if path.exists() else "does not exist"
+    raise ConfigError(
+        f"{named_by} {path} {what}; nothing was created. Check the path, or make the folder "
+        f"first (mkdir -p {path}); without {named_by} the workspace is WORKSPACE, else the "
+        "folder lmagent is started in"
+    )
 
 
 def _dotenv_files(cwd: Path) -> list[Path]:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
+from lmagent.core.text import shortened
 from lmagent.llm.constrained import (
     AnswerStream,
     CutOff,
@@ -155,6 +156,7 @@ class Reply:
     reasoning: str = ""  # the thinking: reasoning_content and <think> blocks (never sent back)
     tool_calls: list[dict] = field(default_factory=list)  # {"id", "name", "arguments": str}
     usage: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)  # llama.cpp's speeds (prompt_per_second...)
     finish_reason: str | None = None
     first_token_s: float | None = None
     elapsed_s: float = 0.0
@@ -273,7 +275,7 @@ class _StreamState:
         self.content.looked_at = self.thought.looked_at = 0
         self.calls = {}
         self.reply.finish_reason = None
-        self.reply.usage = {}
+        self.reply.usage, self.reply.timings = {}, {}
 
     def text(self, text: str) -> None:
         self._first_token()
@@ -398,6 +400,7 @@ def _apply_completion(data: object, state: _StreamState) -> None:
     first = first if isinstance(first, dict) else {}
     _apply_delta(first.get("message") or first.get("delta"), state)
     state.reply.usage = data["usage"] if isinstance(data.get("usage"), dict) else {}
+    state.reply.timings = data["timings"] if isinstance(data.get("timings"), dict) else {}
     state.reply.finish_reason = first.get("finish_reason")
 
 
@@ -445,7 +448,8 @@ def _connect(conn: http.client.HTTPConnection, url: str) -> None:
     try:
         conn.connect()
     except OSError as exc:
-        raise LLMUnreachable(f"cannot connect to {url}: {_root_cause(exc)}") from None
+        cause = _root_cause(exc, f"no connection within {CONNECT_TIMEOUT} s")
+        raise LLMUnreachable(f"cannot connect to {url}: {cause}") from None
     with contextlib.suppress(OSError):
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -523,6 +527,11 @@ class LLMClient:
         self._messages = MessageCache()
         self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections
         self._idle_lock = threading.Lock()
+
+    @property
+    def timeout(self) -> str:
+        """LLM_TIMEOUT as messages name it: "560 s"."""
+        return f"{self.config.llm_timeout:g} s"
 
     @property
     def native_tools(self) -> bool:
@@ -679,7 +688,7 @@ class LLMClient:
         first = self.config.llm_retry_delay * 2 ** min(count - 1, 20)
         cap = MAX_LOADING_POLL if rule.action == "wait" else MAX_BACKOFF
         delay = 0.0 if rule.action == "resume" else min(first, cap)
-        callbacks.on_status(f"{rule.message} ({exc}); try {count + 1} in {delay:.1f} s")
+        callbacks.on_status(_retry_note(rule, exc, count + 1, delay))
         if delay and stop.wait(delay):
             raise LLMStopped(stop.reason)
 
@@ -701,7 +710,8 @@ class LLMClient:
                     got_any = self._consume(response, state)
                 except (OSError, http.client.HTTPException) as exc:
                     if not state.reply.finish_reason or stop.stopped:
-                        raise StreamBroken(f"the reply broke off: {_root_cause(exc)}") from None
+                        cause = _root_cause(exc, f"no data for LLM_TIMEOUT={self.timeout}")
+                        raise StreamBroken(f"the reply broke off: {cause}") from None
                     got_any = True  # the reply was complete; only the tail of the stream broke
         except _Looping as looping:
             state.callbacks.on_status("the reply kept repeating itself; cut off")
@@ -769,10 +779,11 @@ class LLMClient:
             response = _post(conn, request_target(self.url), data, headers, reused, self.url)
         except TimeoutError:
             raise LLMTimeout(
-                f"no answer from {self.url} within LLM_TIMEOUT={self.config.llm_timeout:g} s"
+                f"no answer from {self.url} within LLM_TIMEOUT={self.timeout}"
             ) from None
         except (OSError, http.client.HTTPException) as exc:
-            raise LLMUnreachable(f"no answer from {self.url}: {_root_cause(exc)}") from None
+            cause = _root_cause(exc, f"no answer within LLM_TIMEOUT={self.timeout}")
+            raise LLMUnreachable(f"no answer from {self.url}: {cause}") from None
         if response.status >= 400:
             text = response.read(65536).decode("utf-8", "replace")
             message = f"HTTP {response.status} from {self.url}: {_error_text(text)}"
@@ -794,6 +805,8 @@ class LLMClient:
                 raise _server_error(chunk)
             if isinstance(chunk.get("usage"), dict):
                 state.reply.usage = chunk["usage"]
+            if isinstance(chunk.get("timings"), dict):  # llama.cpp's, on the last chunk
+                state.reply.timings = chunk["timings"]
             if isinstance(chunk.get("prompt_progress"), dict):
                 state.callbacks.on_progress(chunk["prompt_progress"])
             for choice in chunk.get("choices") or ():
@@ -921,21 +934,34 @@ def _arguments(call: dict) -> object:
         return {}
 
 
-def _root_cause(exc: BaseException) -> str:
+def _root_cause(exc: BaseException, timed_out: str) -> str:
+    """A failure in a few words; `timed_out` says which limit a timeout was and its value."""
     if isinstance(exc, ConnectionRefusedError):
         return "connection refused"
     if isinstance(exc, TimeoutError):
-        return "timed out"
+        return timed_out
     if isinstance(exc, socket.gaierror):
         return "unknown host"
-    return str(exc)[:200] or type(exc).__name__
+    return shortened(str(exc), 200) or type(exc).__name__
+
+
+def _retry_note(rule: RetryRule, exc: Exception, attempt: int, delay: float) -> str:
+    """What the user is told of a retry: the rule's words and the failure, which is not
+    repeated when it starts with those words ("the reply broke off: no data for
+    LLM_TIMEOUT=560 s; asking again; try 2")."""
+    head, _, then = rule.message.partition("; ")
+    when = f"try {attempt} in {delay:.1f} s" if delay else f"try {attempt}"
+    if not str(exc).startswith(head):
+        return f"{rule.message} ({exc}); {when}"
+    return "; ".join(part for part in (str(exc), then, when) if part)
 
 
 def _error_text(body: str) -> str:
+    """The server's own message from an error body (JSON `error.message`, or the text)."""
     data = json_object(body)
     if data is None:
-        return body.strip()[:300]
+        return shortened(" ".join(body.split()), 300)
     error = data.get("error", data)
     if isinstance(error, dict):
         error = error.get("message") or error
-    return str(error)[:300]
+    return shortened(str(error), 300)

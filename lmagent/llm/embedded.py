@@ -409,9 +409,11 @@ class EmbeddedServer:
 
     def _last_words(self) -> str:
         """The last line the server wrote before it exited (its error)."""
+        from lmagent.core.text import shortened  # here: this file also runs as a script
+
         self.log.seek(0)
         lines = self.log.read().decode("utf-8", "replace").strip().splitlines()
-        return lines[-1].strip()[:300] if lines else "it wrote nothing"
+        return shortened(lines[-1].strip(), 300) if lines else "it wrote nothing"
 
     def __enter__(self) -> EmbeddedServer:
         return self.start()
@@ -421,11 +423,22 @@ class EmbeddedServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=os.environ.get("EMBEDDED_MODEL", ""))
-    parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--ctx", type=int, default=8192)
-    parser.add_argument("--threads", type=int, default=2)
+    parser = argparse.ArgumentParser(
+        description="The embedded model server: llama.cpp's own OpenAI-compatible server (via "
+        "xllamacpp) with a GGUF model, in the foreground until Ctrl+C. `lmagent --embedded` "
+        "starts it as a child process.",
+    )
+    parser.add_argument(
+        "--model",
+        default=os.environ.get("EMBEDDED_MODEL", ""),
+        help="blank = Qwen2.5-Coder-1.5B-Instruct Q4_K_M (fetched once, 1.1 GB), smollm2 = "
+        "SmolLM2-135M (93 MB), or a .gguf file (default: EMBEDDED_MODEL)",
+    )
+    parser.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    parser.add_argument(
+        "--ctx", type=int, default=8192, help="context window in tokens (default: 8192)"
+    )
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads (default: 2)")
     parser.add_argument(
         "--exit-with-parent", action="store_true", help="stop when stdin closes (child mode)"
     )

@@ -17,6 +17,7 @@ from lmagent.loop.named import (
     can_create,
     example_paths,
     files_to_change,
+    missing_named,
     named_paths,
     unmade,
 )
@@ -62,12 +63,14 @@ class TaskAsks:
         self.named = named_paths(task)
         self.to_create: list[str] = []
         self.to_change: list[str] = []
+        self.not_here: list[str] = []  # files it is about that are not in the workspace
         self.look = look or (lambda name, arguments: {"success": False})
         self.asked: set[str] = set()
         if look is not None:
             examples = example_paths(task)
             self.to_create = [p for p in self.named if p not in examples and can_create(p, look)]
             self.to_change = files_to_change(task, look)
+            self.not_here = missing_named(task, look)
 
     def unmade(self) -> dict[str, str]:
         """The files the task asks for that are still missing or empty."""

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from lmagent.core.text import counted
+
 NAMES_SHOWN = 3  # file names a summary lists
+NO_TOOL = {  # how a run that used no tool ended, by its status
+    "completed": "answered without using any tool",
+    "blocked": "blocked before any tool ran",
+    "interrupted": "interrupted before any tool ran",
+    "error": "stopped by an error before any tool ran",
+    "max_iterations": "reached the iteration limit before any tool ran",
+}
 
 
 @dataclass
@@ -28,36 +37,34 @@ class Outcome:
             if result.get("process_id"):
                 self.processes.append(str(result["process_id"]))
 
-    def fields(self) -> dict:
-        """The `done` event's account of the run."""
+    def fields(self, status: str = "completed") -> dict:
+        """The `done` event's account of a run that ended with `status`."""
         return {
             "files_changed": list(self.files),
             "commands_run": len(self.commands),
             "processes_started": list(self.processes),
-            "summary": self.summary(),
+            "summary": self.summary(status),
         }
 
-    def summary(self) -> str:
+    def summary(self, status: str = "completed") -> str:
+        """What the run did, in one line; a run that used no tool says why: it answered, or
+        it was interrupted or failed before any tool ran (never "answered" then)."""
         if not self.tools:
-            return "answered without using any tool: no file changed, no command run"
+            return f"{NO_TOOL.get(status, NO_TOOL['completed'])}: no file changed, no command run"
         done, not_done = [], []  # what happened first, then what did not
         if self.files:
             names = ", ".join(self.files[:NAMES_SHOWN]) + (", …" if len(self.files) > 3 else "")
-            done.append(f"changed {_counted(len(self.files), 'file', 's')} ({names})")
+            done.append(f"changed {counted(len(self.files), 'file')} ({names})")
         else:
             not_done.append("no file changed")
         if self.commands:
-            done.append(f"ran {_counted(len(self.commands), 'command', 's')}")
+            done.append(f"ran {counted(len(self.commands), 'command')}")
         else:
             not_done.append("no command run")
         if self.processes:
-            started = _counted(len(self.processes), "background process", "es")
+            started = counted(len(self.processes), "background process", "background processes")
             done.append(f"started {started} ({', '.join(self.processes)})")
         if not done:
             used = ", ".join(dict.fromkeys(self.tools))
-            done.append(f"used {_counted(len(self.tools), 'tool call', 's')} ({used})")
+            done.append(f"used {counted(len(self.tools), 'tool call')} ({used})")
         return ", ".join(done + not_done)
-
-
-def _counted(count: int, one: str, plural: str) -> str:
-    return f"{count} {one}{'' if count == 1 else plural}"

@@ -103,3 +103,56 @@ class Ticker:
 
 def _count(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and value > 0 else 0
+
+
+SLOW_STEP = 60.0  # seconds of reading a prompt that are said before it starts
+STEADY_READ = 32  # prompt tokens a reading speed is measured on at least (fewer: mostly cache)
+FASTER = (
+    "a smaller model (LLM_MODEL; EMBEDDED_MODEL with --embedded) or a shorter context "
+    "(a lower SUMMARIZATION_THRESHOLD) is faster"
+)
+
+
+class Speeds:
+    """The model's speeds as the server measures them (llama.cpp's `timings`): said once,
+    after the first reply that reports them, and a step whose prompt will take longer than
+    SLOW_STEP seconds to read at that speed is said once, before it starts."""
+
+    def __init__(self):
+        self.reading = 0.0  # prompt tokens per second
+        self.writing = 0.0  # generated tokens per second
+        self.known = 0  # tokens the server holds from the last exchange (read again for free)
+        self.warned = False
+
+    def measured(self, timings: dict, prompt_tokens: int, reply_tokens: int) -> str:
+        """Take a reply's `timings`; the line saying the speeds the first time, else ""."""
+        first = not (self.reading or self.writing)
+        self.known = prompt_tokens + reply_tokens
+        reading, writing = _rate(timings, "prompt"), _rate(timings, "predicted")
+        if reading and (_count(timings.get("prompt_n")) >= STEADY_READ or not self.reading):
+            self.reading = reading
+        self.writing = writing or self.writing
+        if not first or not (self.reading or self.writing):
+            return ""
+        said = [f"reading {self.reading:.0f} tokens/s"] if self.reading else []
+        said += [f"writing {self.writing:.0f} tokens/s"] if self.writing else []
+        return "model speed: " + ", ".join(said)
+
+    def slow_step(self, prompt_tokens: int) -> str:
+        """Before a prompt of `prompt_tokens`: how long reading it will take, once, when that
+        is more than SLOW_STEP seconds at the measured speed; else ""."""
+        new = prompt_tokens - self.known if prompt_tokens >= self.known else prompt_tokens
+        if self.warned or not self.reading or new / self.reading <= SLOW_STEP:
+            return ""
+        self.warned = True
+        minutes = max(1, round(new / self.reading / 60))
+        return (
+            f"this step will take about {minutes} min at this speed (reading ~{new:,} tokens at "
+            f"{self.reading:.0f} tokens/s); {FASTER}"
+        )
+
+
+def _rate(timings: dict, kind: str) -> float:
+    """Tokens per second of `kind` ("prompt" or "predicted") the server reported, or 0."""
+    value = timings.get(f"{kind}_per_second")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0

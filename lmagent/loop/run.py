@@ -28,6 +28,7 @@ from lmagent.core.status import (
     STATUS_WAITING,
 )
 from lmagent.core.stop import StopToken
+from lmagent.core.text import shortened
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import (
     CUT_REPEATING,
@@ -38,6 +39,7 @@ from lmagent.llm.client import (
     LLMStopped,
     LLMTimeout,
     LLMUnreachable,
+    Reply,
 )
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
@@ -54,10 +56,10 @@ from lmagent.loop.history import (
     result_messages,
 )
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import file_for_block, named_files_message
+from lmagent.loop.named import file_for_block, named_files_message, not_in_workspace
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
-from lmagent.loop.progress import TOOL_FIRST, Ticker
+from lmagent.loop.progress import TOOL_FIRST, Speeds, Ticker
 from lmagent.loop.prompts import (
     BAD_WAIT,
     BLOCKED_LINE,
@@ -211,6 +213,7 @@ class AgentRun:
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
+        self.speeds = Speeds()  # the model's, as the server measures them
         self.last_calls_ok = True
         self.loop_message = ""
         self.replies: set[tuple[str, str]] = set()  # (reply, files before or after it)
@@ -262,6 +265,8 @@ class AgentRun:
         try:
             self.session.save_meta(status=STATUS_RUNNING, wait_until=None, error=None)
             self.index_wait(STATUS_RUNNING, None)  # resumed early: its wake-up is void
+            if self.asks.not_here and not self.depth:  # the wrong folder: no reply can help
+                raise Blocked(not_in_workspace(self.asks.not_here, self.config.workspace))
             if plan_first:
                 self.make_plan()
             while True:
@@ -288,7 +293,9 @@ class AgentRun:
         meta = _ending_meta(ended)
         stopped = stop_run_processes(self.ctx)  # the background processes this run started
         try:
-            self.session.save_meta(**meta, stopped_processes=stopped, did=self.outcome.summary())
+            self.session.save_meta(
+                **meta, stopped_processes=stopped, did=self.outcome.summary(ended.status)
+            )
         except OSError as exc:  # not even written in place: the session is resumable as it is
             ended = _failure(exc, self.session.id)
             meta = _ending_meta(ended)
@@ -312,7 +319,7 @@ class AgentRun:
             tokens=result.tokens,
             wait_until=result.wait_until,
             stopped_processes=stopped,
-            **self.outcome.fields(),
+            **self.outcome.fields(result.status),
         )
         return result
 
@@ -440,11 +447,20 @@ class AgentRun:
         """What the model is sent: the system prompt, then the history with calls paired."""
         return [self.system_message(), *self.paired(self.session)]
 
-    def callbacks(self, reading: Ticker) -> Callbacks:
-        """What the client reports, as events; `reading` ticks until the first token."""
+    def callbacks(self, reading: Ticker, shown: list[str]) -> Callbacks:
+        """What the client reports, as events; `reading` ticks until the first token; what
+        streams is kept in `shown` too (counted if the reply breaks off)."""
+
+        def streamed(kind: str) -> Callable[[str], None]:
+            def emit(text: str) -> None:
+                shown.append(text)
+                self.emit(kind, text=text)
+
+            return emit
+
         return Callbacks(
-            on_token=lambda text: self.emit("token", text=text),
-            on_thinking=lambda text: self.emit("thinking", text=text),
+            on_token=streamed("token"),
+            on_thinking=streamed("thinking"),
             on_status=lambda text: self.emit("status", message=text),
             on_progress=reading.update,
             on_first_token=reading.stop,
@@ -555,18 +571,38 @@ class AgentRun:
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
         sent_estimate = estimate_tokens(messages[:1]) + self.session.history_tokens
+        slow = self.speeds.slow_step(sent_estimate + self.prompt_overhead)
+        if slow and not self.depth:
+            self.emit("status", message=slow)
+        shown: list[str] = []
         with Ticker(self.emit, "prompt", tokens=sent_estimate + self.prompt_overhead) as reading:
-            reply = self.client.chat(
-                messages,
-                schemas,
-                self.callbacks(reading),
-                self.stop,
-                must,
-                temperature=temperature or self.next_temperature(),
-                enough=first_command_end if self.text_calls else None,
-            )
+            try:
+                reply = self.client.chat(
+                    messages,
+                    schemas,
+                    self.callbacks(reading, shown),
+                    self.stop,
+                    must,
+                    temperature=temperature or self.next_temperature(),
+                    enough=first_command_end if self.text_calls else None,
+                )
+            except (LLMError, LLMStopped):  # interrupted, or failed, mid-reply
+                if shown:
+                    self.count_tokens(Reply(raw_content="".join(shown)), sent_estimate)
+                raise
         self.count_tokens(reply, sent_estimate)
+        self.tell_speeds(reply, sent_estimate + self.prompt_overhead)
         return reply
+
+    def tell_speeds(self, reply: Reply, prompt_estimate: int) -> None:
+        """After the first reply whose server measured the model's speeds: say them."""
+        if not reply.timings:
+            return
+        prompt = int((reply.usage or {}).get("prompt_tokens") or 0) or prompt_estimate
+        line = self.speeds.measured(reply.timings, prompt, reply.completion_tokens)
+        if line and not self.depth:
+            speeds = {"reading": self.speeds.reading, "writing": self.speeds.writing}
+            self.emit("status", message=line, tokens_per_second=speeds)
 
     def count_tokens(self, reply, sent_estimate: int) -> None:
         usage = reply.usage or {}
@@ -578,7 +614,8 @@ class AgentRun:
             self.prompt_overhead = max(0, prompt - sent_estimate)
         self.tokens += int(total)
         self.session.meta["tokens"] = self.session.meta.get("tokens", 0) + int(total)
-        self.session.meta["last_tokens_per_second"] = round(reply.tokens_per_second, 1)
+        if reply.elapsed_s:  # not for a reply that broke off
+            self.session.meta["last_tokens_per_second"] = round(reply.tokens_per_second, 1)
 
     def parse(self, reply) -> tuple[list[dict], bool]:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
@@ -628,7 +665,7 @@ class AgentRun:
         if self.format_errors > MAX_FORMAT_ERRORS:
             raise Failed(
                 f"the model's replies could not be used {self.format_errors} times in a row "
-                f"(last problem: {problem[:200]})"
+                f"(last problem: {shortened(problem, 200)})"
             )
         self.emit("status", message=f"format error {self.format_errors}/{MAX_FORMAT_ERRORS}")
         self.session.append({"role": "user", "content": problem})

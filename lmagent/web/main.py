@@ -11,7 +11,13 @@ from pathlib import Path
 
 from flask import Flask
 
-from lmagent.core.config import PERMISSION_MODES, VERSION, Config, ConfigError
+from lmagent.core.config import (
+    PERMISSION_MODES,
+    VERSION,
+    Config,
+    ConfigError,
+    check_workspace,
+)
 from lmagent.core.workspace import Workspace
 from lmagent.runtime import SCHEDULER_RUNS_AUTO, unsandboxed_auto_refusal
 from lmagent.web.app import create_app
@@ -27,7 +33,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--host", help="bind address (AGENT_HOST, default 0.0.0.0)")
     parser.add_argument("--port", type=int, help="port (AGENT_PORT, default 7860)")
-    parser.add_argument("--workspace", help="the directory the agent works in")
+    parser.add_argument(
+        "--workspace",
+        help="the directory the agent works in; it must exist (default: WORKSPACE, else the "
+        "current folder)",
+    )
     parser.add_argument("--permission", choices=PERMISSION_MODES)
     parser.add_argument(
         "--embedded",
@@ -54,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         config = Config.load(overrides=overrides)
+        check_workspace(config.workspace, "--workspace" if args.workspace else "WORKSPACE")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
