@@ -7,6 +7,7 @@ the model's measured speeds."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -106,15 +107,22 @@ def test_the_web_front_end_refuses_a_missing_workspace_too(tmp_path, capsys):
     assert not missing.exists()
 
 
-def test_a_task_about_a_file_not_in_the_workspace_names_it_and_asks_no_model(workspace, llm):
+def test_a_task_about_a_file_not_in_the_workspace_names_the_workspace(workspace, llm):
+    """The user is told which workspace and how to pick another; the model is never told to
+    write the file (told so, it wrote a fresh hello-world app.py)."""
+    llm.add(
+        tool_call("shell", {"command": "python3 app.py"}),
+        text("app.py is not here.\nBLOCKED: app.py is not in the workspace"),
+        text("BLOCKED: app.py is not in the workspace"),
+    )
     done = cli(workspace, llm, "Running python3 app.py crashes. Fix it.")
-    assert done.returncode == 3, done.stderr
     said = " ".join(done.stdout.split())
-    assert f"blocked: app.py is not in the workspace {workspace.resolve()}" in said
+    assert f"app.py, named in the task, is not in the workspace {workspace.resolve()}" in said
     assert "start lmagent there, or pass --workspace DIR" in said
-    assert llm.requests == []  # nothing told the model to write a fresh app.py
+    told = json.dumps(llm.requests[1]["messages"])
+    assert f"app.py does not exist in the workspace ({workspace.resolve()})" in told
+    assert "write it" not in told
     assert not (workspace / "app.py").exists()
-    assert "answered without using any tool" not in said
 
 
 def test_a_task_that_makes_the_file_it_names_is_not_stopped(workspace, llm):

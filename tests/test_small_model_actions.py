@@ -600,7 +600,7 @@ def test_a_failed_call_repeated_unchanged_is_not_run_again(workspace):
     assert [r["temperature"] for r in requests[2:4]] == [UNSTICK_TEMPERATURE] * 2
     assert last_message(requests[4]) == (
         "Not run: python3 missing.py would fail the same way, as nothing has changed. "
-        "missing.py does not exist: write it first, then use it."
+        f"missing.py does not exist in the workspace ({workspace})."
     )
 
 
@@ -847,12 +847,13 @@ def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
     ("command", "path"),
     [("python3 squares.py", "squares.py"), ("git init -q && git add notes.txt", "notes.txt")],
 )
-def test_a_command_given_a_file_not_written_yet_says_to_write_it_first(workspace, command, path):
+def test_a_command_given_a_file_not_written_yet_says_it_is_not_there(workspace, command, path):
     steps = [text(f"```bash\n{command}\n```")]
     steps += [text("Nothing to do.\nTASK_COMPLETE")] * 2  # asked once for the file
     _, requests, _ = embedded_run(workspace, steps, task=f"Write {path} and use it")
     told = last_message(requests[1])
-    assert f'"error": "{path} does not exist: write it first, then use it"' in told
+    assert f'"error": "{path} does not exist in the workspace ({workspace})"' in told
+    assert "write it" not in told
 
 
 def test_a_syntax_error_in_a_file_outside_the_workspace_is_left_as_it_is():
@@ -932,7 +933,7 @@ CLEAN = "On branch main\nnothing to commit, working tree clean\n"
         (
             "git add notes.txt\ngit commit -m notes",
             "fatal: pathspec 'notes.txt' did not match any files\n" + CLEAN,
-            "notes.txt does not exist: write it first, then use it",  # the cause, not the effect
+            "notes.txt does not exist in the workspace (/work/ws)",  # the cause, not the effect
         ),
     ],
 )

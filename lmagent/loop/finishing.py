@@ -12,12 +12,12 @@ from pathlib import Path
 from lmagent.loop.checks import GIT_COMMAND, RUNNERS, WorkChecks
 from lmagent.loop.named import (
     Look,
+    absent_named,
     asks_commit,
     asks_git,
     can_create,
     example_paths,
     files_to_change,
-    missing_named,
     named_paths,
     unmade,
 )
@@ -63,14 +63,14 @@ class TaskAsks:
         self.named = named_paths(task)
         self.to_create: list[str] = []
         self.to_change: list[str] = []
-        self.not_here: list[str] = []  # files it is about that are not in the workspace
+        self.not_here: list[str] = []  # the files it names, when none is in the workspace
         self.look = look or (lambda name, arguments: {"success": False})
         self.asked: set[str] = set()
         if look is not None:
             examples = example_paths(task)
             self.to_create = [p for p in self.named if p not in examples and can_create(p, look)]
             self.to_change = files_to_change(task, look)
-            self.not_here = missing_named(task, look)
+            self.not_here = absent_named(task, look)
 
     def unmade(self) -> dict[str, str]:
         """The files the task asks for that are still missing or empty."""

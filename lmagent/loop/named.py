@@ -55,28 +55,10 @@ _ASKS_CHANGE = re.compile(rf"(?:^|[.:;!]\s+)(?:please\s+)?(?:{'|'.join(CHANGE_VE
 _ABOUT_GIT = re.compile(r"\b(?:git|commit|branch|repositor|merge|rebase|tag|stash)", re.I)
 
 
-# words of a task about files that are there already (run, fix, crashes), and of one that makes
-# files: a task with only the first kind naming a missing file was given in the wrong folder
-_USES_EXISTING = re.compile(
-    r"\b(?:fix\w*|chang\w*|updat\w*|renam\w*|refactor\w*|edit\w*|modif\w*|remov\w*|"
-    r"delet\w*|replac\w*|convert\w*|correct\w*|debug\w*|run|runs|running|crash\w*|"
-    r"fail\w*|broken|error\w*|read|explain\w*|review\w*)\b",
-    re.I,
-)
-_MAKES_FILES = re.compile(
-    r"\b(?:writ\w*|creat\w*|mak\w*|generat\w*|build\w*|add\w*|new|sav\w*|scaffold\w*|"
-    r"produc\w*|implement\w*|init\w*|copy\w*|download\w*|put)\b",
-    re.I,
-)
-
-
-def missing_named(task: str, look: Look) -> list[str]:
-    """The files a task speaks of as existing (it asks to run, fix or read them, and to make
-    none) when none of the paths it names is in the workspace: the task was given in another
-    folder than the one holding them ("Running python3 app.py crashes. Fix it." in an empty
-    folder)."""
-    if not _USES_EXISTING.search(task) or _MAKES_FILES.search(task):
-        return []
+def absent_named(task: str, look: Look) -> list[str]:
+    """The files a task names when none of the paths it names is in the workspace (examples
+    aside): then it may have been given in another folder than the one holding them. Judged
+    by what exists, never by the task's words."""
     examples = example_paths(task)
     named = [path for path in named_paths(task) if path not in examples]
     missing = [path for path in named if can_create(path.rstrip("/"), look)]
@@ -86,16 +68,13 @@ def missing_named(task: str, look: Look) -> list[str]:
 
 
 def not_in_workspace(paths: list[str], root: object) -> str:
-    """Why a task about `paths` stops before it starts: which workspace it ran in and how to
-    pick another."""
+    """What the user is told when the files a task names are not in the workspace: which
+    workspace, and how to work in another (the model is told nothing of the kind)."""
     names = " and ".join([", ".join(paths[:-1]), paths[-1]] if len(paths) > 1 else paths)
-    verb, them, files = (
-        ("are", "them", "existing files") if len(paths) > 1 else ("is", "it", "an existing file")
-    )
+    verb, them = ("are", "them") if len(paths) > 1 else ("is", "it")
     return (
-        f"{names} {verb} not in the workspace {root} (the task speaks of {them} as {files}). "
-        f"To work in the folder that holds {them}, start lmagent there, or pass --workspace DIR "
-        "(or set WORKSPACE)"
+        f"{names}, named in the task, {verb} not in the workspace {root}. If another folder "
+        f"holds {them}, start lmagent there, or pass --workspace DIR (or set WORKSPACE)"
     )
 
 

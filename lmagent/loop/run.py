@@ -265,8 +265,10 @@ class AgentRun:
         try:
             self.session.save_meta(status=STATUS_RUNNING, wait_until=None, error=None)
             self.index_wait(STATUS_RUNNING, None)  # resumed early: its wake-up is void
-            if self.asks.not_here and not self.depth:  # the wrong folder: no reply can help
-                raise Blocked(not_in_workspace(self.asks.not_here, self.config.workspace))
+            if self.asks.not_here and not self.depth:  # perhaps the wrong folder: say which
+                self.emit(
+                    "status", message=not_in_workspace(self.asks.not_here, self.config.workspace)
+                )
             if plan_first:
                 self.make_plan()
             while True:

@@ -136,13 +136,14 @@ _MISSING_FILE = re.compile(  # python3 run on it; git add given it
 
 def missing_file_hint(result: dict, root: str) -> dict:
     """A command given a workspace file that does not exist (python3 squares.py, git add
-    notes.txt): say so, and to write it first. A small model ran `python3 squares.py` three
-    times before writing squares.py, and `git add notes.txt` five times."""
+    notes.txt): say so, and which workspace, as a fact; never that the model should write it
+    (told so, a model wrote a fresh app.py where the task had been given in the wrong
+    folder). Repeating the command unchanged is caught as a repeat."""
     found = _MISSING_FILE.search(result.get("output") or "")
     rel = _in_workspace(found.group(1) or found.group(2), root) if found else ""
     if result.get("success") or not rel:
         return result
-    result["error"] = f"{rel} does not exist: write it first, then use it"
+    result["error"] = f"{rel} does not exist in the workspace ({root})"
     return result
 
 
