@@ -245,3 +245,24 @@ def test_the_header_names_the_model_and_takes_two_rows(open_tab, workspace, size
             assert first["top"] <= 130, box
             width = tab.page.evaluate("document.documentElement.scrollWidth")
             assert width <= SIZES[size]["viewport"]["width"]
+
+
+def test_the_agents_own_messages_to_the_model_reopen_as_notes(workspace, llm):
+    """A nudge, a format error and the files a task names are the agent's words to the model:
+    reopened, they are notes, and the only user bubble is the task."""
+    from lmagent.loop.run import run_agent
+
+    (workspace / "hello.py").write_text("print('hi')\n")
+    llm.add(
+        text("I'll now write the file."),  # announces work and stops: nudged
+        text('<tool_call>{"name": "write", "arguments": {"path": </tool_call>'),  # unreadable
+        text("Nothing to change.\nTASK_COMPLETE"),
+    )
+    config = make_config(workspace, llm, tool_call_mode="text")
+    result = run_agent(config, "look at hello.py")
+    history = SessionStore(workspace).open(result.session_id).history
+    events = transcript_events(history)
+    users = [e["text"] for e in events if e["type"] == "user"]
+    notes = [e.get("note") for e in events if e["type"] == "note"]
+    assert users == ["look at hello.py"]
+    assert {"named files", "nudge", "format error"} <= set(notes), events

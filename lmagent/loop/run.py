@@ -426,7 +426,7 @@ class AgentRun:
         self.asks = TaskAsks(task, self.look)
         text = named_files_message(task, self.look)
         if text:
-            self.session.append({"role": "user", "content": text})
+            self.session.append({"role": "user", "content": text, "note": "named files"})
             self.emit("status", message="showed the model the files the task names")
 
     def look(self, name: str, arguments: dict) -> dict:
@@ -670,7 +670,7 @@ class AgentRun:
                 f"(last problem: {shortened(problem, 200)})"
             )
         self.emit("status", message=f"format error {self.format_errors}/{MAX_FORMAT_ERRORS}")
-        self.session.append({"role": "user", "content": problem})
+        self.session.append({"role": "user", "content": problem, "note": "format error"})
 
     def push(self, text: str, stuck: str) -> None:
         """Nudge the model on; after MAX_NUDGES in a row the run ends blocked with `stuck`."""
@@ -681,7 +681,7 @@ class AgentRun:
     def nudge(self, text: str) -> None:
         self.nudges += 1
         self.emit("status", message="the model stopped early; nudging it to continue")
-        self.session.append({"role": "user", "content": text})
+        self.session.append({"role": "user", "content": text, "note": "nudge"})
 
     # ------------------------------------------------------------------ tools
 
@@ -953,7 +953,7 @@ class AgentRun:
 
     def make_plan(self) -> None:
         """Ask for a numbered plan and for the user's approval before any tool runs."""
-        self.session.append({"role": "user", "content": PLAN_REQUEST})
+        self.session.append({"role": "user", "content": PLAN_REQUEST, "note": "plan"})
         self.count_iteration()
         reply = self.query(tools=False)
         self.session.append(assistant_message(reply, []))
@@ -969,7 +969,7 @@ class AgentRun:
                 raise Blocked("the plan was not approved; nothing was done")
         self.session.state.plan = steps
         self.session.save_state()
-        self.session.append({"role": "user", "content": PLAN_APPROVED})
+        self.session.append({"role": "user", "content": PLAN_APPROVED, "note": "plan"})
 
     # ------------------------------------------------------------------ compaction
 
@@ -1120,10 +1120,11 @@ def open_session(
     resumed = bool(session.history)  # a caller may pass a session it has just created
     repair_history(session, tool_names)
     if task and task.strip():
-        text = task.strip()
+        session.append({"role": "user", "content": task.strip()})
+    elif resumed:  # the agent's words, shown as a note
+        session.append({"role": "user", "content": resume_message(session), "note": "resume"})
     else:
-        text = resume_message(session) if resumed else session.meta["task"]
-    session.append({"role": "user", "content": text})
+        session.append({"role": "user", "content": session.meta["task"]})
     return session, resumed
 
 
