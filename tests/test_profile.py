@@ -8,15 +8,19 @@ The servers are the scripted one, answering each server's own endpoints as that 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from lmagent.llm.probe import parameters_in_name
 from lmagent.llm.profile import REPLY_CAP
 from lmagent.llm.quirks import OLLAMA_DEFAULT_WINDOW
 from lmagent.runtime import shared_runtime
+from tests.cli_process import cli
 from tests.conftest import make_config
-from tests.scripted_llm import OllamaModel, ScriptedLLM, text
+from tests.scripted_llm import OllamaModel, ScriptedLLM, props_without_tools, text
 from tests.test_small_models import FIRST_REQUEST_BUDGET, request_tokens, run
+from tests.test_tiny_models import admitted, replying
 
 SMALL_FILE = "/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 LARGE_FILE = "/models/Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf"
@@ -191,3 +195,45 @@ def test_the_banner_says_the_profile(workspace):
     ) in lines
     with ScriptedLLM() as llm, shared_runtime(make_config(workspace, llm)) as runtime:
         assert "profile: default (size unknown, 8k context)" in runtime.banner_lines()
+
+
+def test_json_carries_the_profile_in_the_session_event(workspace):
+    with llama_cpp(SMALL_FILE, turns=[text("Hello.\nTASK_COMPLETE")]) as llm:
+        done = cli(workspace, llm, "--json", "say hello")
+    assert done.returncode == 0, done.stderr
+    session = json.loads(done.stdout.splitlines()[0])
+    assert session["type"] == "session"
+    assert session["profile"] == {
+        "name": "small",
+        "parameters_b": 1.5,
+        "context_length": 32768,
+        "server": "llama.cpp",
+        "tool_set": "compact",
+        "tool_call_mode": "text",
+        "temperature": 0.0,
+        "max_tokens": REPLY_CAP,
+        "sampler": {"repeat_penalty": 1.1, "repeat_last_n": 64},
+    }
+
+
+def test_a_tiny_model_on_a_users_server_must_act_first_and_then_answer(workspace):
+    """The loop holds a tiny model to one call, then an answer, under the profile's tiny tool
+    set as under TOOL_SET=tiny (the template knows no tools: calls are constrained)."""
+    (workspace / "notes.txt").write_text("the secret word is plum\n")
+    read = {"name": "read", "arguments": {"path": "notes.txt"}}
+    answer = {"answer": "The secret word is plum."}
+
+    def must_call(body: dict) -> None:
+        assert not admitted(body, {"answer": "The secret word is banana."})
+
+    def must_answer(body: dict) -> None:
+        assert not admitted(body, read)
+
+    props = {**props_without_tools(), "model_path": "/models/SmolLM2-135M-Instruct.Q4_1.gguf"}
+    schema_probe = text(json.dumps({"ok": True}))
+    turns = [schema_probe, replying(read, must_call), replying(answer, must_answer)]
+    with ScriptedLLM(turns, models=False, props=props) as llm:
+        config = make_config(workspace, llm, enable_mcp=False)
+        result = run(config, "Read notes.txt and tell me the secret word")
+        llm.assert_all_used()
+    assert (result.status, result.message) == ("completed", "The secret word is plum.")

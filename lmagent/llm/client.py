@@ -519,6 +519,9 @@ class LLMClient:
         # native | text | constrained (TOOL_CALL_MODE; "auto" is decided by llm/toolmode.py)
         self.tool_mode = "native" if config.tool_call_mode == "auto" else config.tool_call_mode
         self.sampler: dict = {}  # sampler fields of this server sent with each request (profile.py)
+        # the model profile the runtime set this client up with (its settings are this client's
+        # config): the session event carries it
+        self.profile: dict | None = None
         self.last_reply: Reply | None = None
         self._reply_schema: tuple[list[dict] | None, str, dict] = (None, "", {})
         self._messages = MessageCache()
