@@ -38,6 +38,8 @@ class Facts:
 
 @dataclass(frozen=True)
 class Profile:
+    """How the agent works with one model, and the facts that chose it."""
+
     name: str  # tiny | small | default
     tool_set: str  # TOOL_SET it asks for
     tool_call_mode: str  # TOOL_CALL_MODE it asks for
