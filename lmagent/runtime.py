@@ -1,5 +1,5 @@
-"""What every front end sets up once per process: the model probe, MCP servers, the vision
-tool, the sandbox services, and the tool set each run is offered."""
+"""What every front end sets up once per process: the model probe and the profile chosen from
+it, MCP servers, the vision tool, the sandbox services, and the tool set each run is offered."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient
 from lmagent.llm.probe import ModelInfo, probe_model, unreachable_message
-from lmagent.llm.quirks import unsent_at_start
+from lmagent.llm.profile import Facts, choose_profile
+from lmagent.llm.quirks import server_named, unsent_at_start
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolmode import choose as choose_tool_mode
 from lmagent.sandbox.base import SandboxConfig
@@ -23,6 +24,7 @@ from lmagent.tools.toolset import SMALL_CONTEXT, kept_tools
 from lmagent.tools.vision import vision_tool
 
 SCHEDULER_RUNS_AUTO = "the scheduler (its tasks run in auto permission mode)"
+ROOMY_WINDOW = 16384  # tokens: a window that holds a task's files and results comfortably
 
 
 def unsandboxed_auto_refusal(
@@ -74,9 +76,12 @@ class Runtime:
     """Long-lived state of one process: shared by the REPL, one-shot runs, web and scheduler."""
 
     def __init__(self, config: Config, *, probe: bool = True):
-        self.config = config
-        self.services = Services(config)
         self.model = probe_model(config) if probe else ModelInfo()
+        facts = Facts(self.model.parameters, self.model.context_length, self.model.source)
+        self.profile = choose_profile(facts)
+        # the settings in force: the profile's where the user left a setting at its default
+        self.config = config = config.with_changes(**self.profile.settings(config))
+        self.services = Services(config)
         self.tool_mode = choose_tool_mode(config, self.model)
         self.warnings: list[str] = []
         if not self.model.reachable:
@@ -124,6 +129,8 @@ class Runtime:
         client.dropped_params |= unsent_at_start(self.model.supports_tools)
         self.tool_mode = choose_tool_mode(self.config, self.model)  # a run may have learned
         client.tool_mode = self.tool_mode.mode
+        client.sampler = self.profile.sampler_for(self.config)
+        client.profile = self.profile.as_event(self.config)
         return client
 
     def _check_context(self) -> None:
@@ -138,10 +145,17 @@ class Runtime:
             self.warnings.append(
                 f"the model's context window ({window} tokens) is too small for the system prompt "
                 f"and tool definitions (~{overhead} tokens). In LM Studio, raise 'Context Length' "
-                "in the model's load settings (16384 or more) and reload the model."
+                f"in the model's load settings ({ROOMY_WINDOW} or more) and reload the model."
             )
         if window < SMALL_CONTEXT and self.config.tool_set == "auto":
             self.warnings.append(f"small context window ({window}): offering a compact tool set")
+        fix = getattr(server_named(self.model.source), "window_fix", "")
+        if fix and window < ROOMY_WINDOW:
+            how = "its default for a model not loaded yet" if self.model.window_assumed else "set"
+            self.warnings.append(
+                f"the server runs the model with a {window}-token window ({how}); prompts are "
+                f"kept under it (a longer one would be cut without an error). For more: {fix}"
+            )
 
     # ------------------------------------------------------------------ runs
 
@@ -176,6 +190,7 @@ class Runtime:
         lines = [
             f"workspace {self.config.workspace} · sandbox {self.sandbox_description()}{permission}",
             f"model {model} at {self.config.llm_url} · context {window} · {calls}",
+            self.profile.describe(self.config),
         ]
         if self.config.tool_set in ("compact", "tiny"):
             more = " (the others on demand)" if self.config.tool_set == "compact" else ""

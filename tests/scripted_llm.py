@@ -66,9 +66,15 @@ server stops, so a delayed turn never holds up ``stop()``.
 When the script runs out the server answers HTTP 500 ``{"error": "scripted LLM: no turns
 left"}``, sets ``.exhausted`` and keeps the body in ``.unscripted``.
 
-Other endpoints: ``GET /v1/models`` (OpenAI list), ``GET /api/v0/models`` and
-``/api/v0/models/<id>`` (LM Studio; 404 with ``models=False``), ``GET /props``
-(llama.cpp; 404 unless ``props`` is given).  Anything else, and HEAD, is 404.
+Other endpoints: ``GET /v1/models`` (OpenAI list; each entry carries llama.cpp's ``meta``
+when ``model_meta`` is given, e.g. ``{"n_params": 1543714304}``), ``GET /api/v0/models`` and
+``/api/v0/models/<id>`` (LM Studio; 404 with ``models=False``, or with ``openai_only=True``,
+which lists ``models`` on ``/v1/models`` alone, as vLLM does), ``GET /api/v1/models``
+(LM Studio 0.4+: the same models by ``key``, with any ``params_string`` an entry gives),
+``GET /props`` (llama.cpp; 404 unless ``props`` is given), and Ollama's ``GET /api/tags``,
+``GET /api/ps`` and ``POST /api/show`` when ``ollama`` is given (see ``OllamaModel``; pass
+``models=False`` too, as Ollama has no LM Studio endpoints).  The bodies of POSTs other than
+chat requests are kept in ``.posts`` as ``(path, body)``.  Anything else, and HEAD, is 404.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -91,6 +98,7 @@ __all__ = [
     "DEFAULT_MODEL_ID",
     "DEFAULT_PROPS",
     "NO_TURNS_LEFT",
+    "OllamaModel",
     "ScriptedLLM",
     "call",
     "context_overflow",
@@ -135,6 +143,36 @@ def props_without_tools() -> dict[str, Any]:
         "model_alias": "tiny",
         "chat_template_caps": {"supports_tools": False},
     }
+
+
+@dataclass(frozen=True)
+class OllamaModel:
+    """The one model an Ollama server answers for, as its native API describes it."""
+
+    name: str  # as `ollama pull` names it: "qwen2.5-coder:1.5b"
+    parameter_size: str  # details.parameter_size: "1.5B"
+    loaded_context: int | None = None  # /api/ps context_length; None: not loaded
+    num_ctx: int | None = None  # `PARAMETER num_ctx` in its Modelfile; None: not set
+
+    def tags(self) -> dict[str, Any]:
+        return {"models": [{"name": self.name, "model": self.name, "details": self.details()}]}
+
+    def ps(self) -> dict[str, Any]:
+        if self.loaded_context is None:
+            return {"models": []}
+        entry = {"name": self.name, "model": self.name, "details": self.details()}
+        return {"models": [{**entry, "context_length": self.loaded_context}]}
+
+    def show(self) -> dict[str, Any]:
+        parameters = f"num_ctx {self.num_ctx}\nstop <|im_end|>" if self.num_ctx else ""
+        return {"details": self.details(), "parameters": parameters, "model_info": {}}
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "format": "gguf",
+            "parameter_size": self.parameter_size,
+            "quantization_level": "Q4_K_M",
+        }
 
 
 CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
@@ -483,6 +521,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.route()
         if path == "/v1/models":
             self.send_json(200, llm._openai_models())
+        elif llm.openai_only:
+            self.not_found()
         elif path == "/api/v0/models" and llm._lmstudio_models() is not None:
             self.send_json(200, {"object": "list", "data": llm._lmstudio_models()})
         elif path.startswith("/api/v0/models/") and llm._lmstudio_models() is not None:
@@ -494,13 +534,23 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_json(404, {"error": f'Model "{wanted}" not found'})
         elif path == "/props" and llm._props_payload() is not None:
             self.send_json(200, llm._props_payload())
+        elif path == "/api/v1/models" and llm._lmstudio_models() is not None:
+            self.send_json(200, llm._lmstudio_v1_models())
+        elif path in ("/api/tags", "/api/ps") and llm.ollama is not None:
+            self.send_json(200, llm.ollama.tags() if path == "/api/tags" else llm.ollama.ps())
         else:
             self.not_found()
 
     def do_POST(self) -> None:
         raw = self.read_body()
+        llm = self.server.llm
         if self.route() in CHAT_PATHS:
-            self.server.llm._chat(self, raw)
+            llm._chat(self, raw)
+            return
+        with llm._lock:
+            llm.posts.append((self.route(), json.loads(raw or b"null")))
+        if self.route() == "/api/show" and llm.ollama is not None:
+            self.send_json(200, llm.ollama.show())
         else:
             self.not_found()
 
@@ -527,6 +577,9 @@ class ScriptedLLM:
         *,
         models: Any = None,
         props: Any = None,
+        model_meta: dict[str, Any] | None = None,
+        ollama: OllamaModel | None = None,
+        openai_only: bool = False,
         chunk_size: Splitting = 3,
         delay: float = 0.0,
         chunk_delay: float = 0.0,
@@ -534,6 +587,10 @@ class ScriptedLLM:
     ):
         self.models = models
         self.props = props
+        self.model_meta = model_meta
+        self.ollama = ollama
+        self.openai_only = openai_only
+        self.posts: list[tuple[str, Any]] = []  # (path, body) of POSTs that are no chat request
         self.chunk_size = chunk_size
         self.delay = delay
         self.chunk_delay = chunk_delay
@@ -706,7 +763,21 @@ class ScriptedLLM:
         data = [
             {"id": m["id"], "object": "model", "owned_by": "organization_owner"} for m in models
         ]
+        if self.model_meta is not None:
+            data = [{**entry, "meta": dict(self.model_meta)} for entry in data]
         return {"object": "list", "data": data}
+
+    def _lmstudio_v1_models(self) -> dict[str, Any]:
+        models = [
+            {
+                "type": "llm",
+                "key": m["id"],
+                "params_string": m.get("params_string"),
+                "max_context_length": m.get("max_context_length"),
+            }
+            for m in self._lmstudio_models() or ()
+        ]
+        return {"models": models}
 
     def _props_payload(self) -> dict[str, Any] | None:
         props = self.props

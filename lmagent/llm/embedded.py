@@ -78,6 +78,8 @@ QWEN_CODER = SplitModel(
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 )
 DEFAULT_MODEL = QWEN_CODER
+# the bundled models' sizes (billions of parameters), by EMBEDDED_MODEL value
+BUNDLED_PARAMETERS = {"": 1.54, SMOLLM2: 0.135}
 
 
 def cached_model(model: SplitModel = DEFAULT_MODEL) -> Path | None:
@@ -230,22 +232,18 @@ def resolve_model(setting: str = "", progress: Callable[[str], None] = lambda te
 
 def embedded_settings(config: Config, server_url: str) -> dict:
     """What --embedded changes in `config`: the server's URL; each reply capped at
-    1024 tokens (a small model can ramble until its context is full) unless
-    LLM_MAX_TOKENS is set; and for the bundled models, unless set otherwise, greedy sampling
-    (small models follow the call format more reliably) and a short tool list: the compact set
-    for the default model, TOOL_SET=tiny for SmolLM2 (offered 30 tools at temperature 0.65, it
-    picks one at random); the default model's calls are read as text."""
-    changes: dict = {"llm_url": server_url, "llm_max_tokens": config.llm_max_tokens or 1024}
-    bundled = {"": "compact", SMOLLM2: "tiny"}.get(config.embedded_model.strip().lower())
-    if bundled:
-        if config.llm_temperature == float(config.default("llm_temperature")):
-            changes["llm_temperature"] = 0.0
-        if config.tool_set == "auto":
-            changes["tool_set"] = bundled
-        if bundled == "compact" and config.tool_call_mode == "auto":
-            # measured: llama.cpp returned native tool_calls for 0 of 24 of its requests; it
-            # writes calls as text, and the native schemas cost 2,875 tokens
-            changes["tool_call_mode"] = "text"
+    1024 tokens (a small model can ramble until its context is full) unless LLM_MAX_TOKENS is
+    set; and for the bundled models, whose size is known before their server starts, the
+    profile of that size (profile.py: the compact tool set and calls as text for the default
+    1.5B model, TOOL_SET=tiny for SmolLM2, greedy sampling), unless set otherwise. Another
+    .gguf gets its profile once the server reports its size (runtime.py), as on any server."""
+    from lmagent.llm.profile import REPLY_CAP, Facts, choose_profile  # this file runs alone too
+
+    changes: dict = {"llm_url": server_url, "llm_max_tokens": config.llm_max_tokens or REPLY_CAP}
+    parameters = BUNDLED_PARAMETERS.get(config.embedded_model.strip().lower())
+    if parameters:
+        facts = Facts(parameters, EmbeddedServer.default_n_ctx, "llama.cpp")
+        changes.update(choose_profile(facts).settings(config.with_changes(**changes)))
     return changes
 
 
@@ -310,8 +308,9 @@ class EmbeddedServer:
     """A child process running `serve`; `url` is its chat-completions endpoint."""
 
     ready_path = "/health"  # answers 200 once the model is loaded
+    default_n_ctx = 8192
 
-    def __init__(self, model: Path, n_ctx: int = 8192, threads: int | None = None):
+    def __init__(self, model: Path, n_ctx: int = default_n_ctx, threads: int | None = None):
         self.model = Path(model)
         self.n_ctx = n_ctx
         self.threads = threads or max(1, min(os.cpu_count() or 2, 4))

@@ -1,17 +1,22 @@
-"""What the server has loaded: the model, its context window, vision models and whether its chat
-template knows tools, asked of each kind of server in quirks.SERVERS until one answers; and
-what to tell a user when nothing answers at all."""
+"""What the server has loaded: the model, its size, its context window, vision models and
+whether its chat template knows tools, asked of each kind of server in quirks.SERVERS until one
+answers; and what to tell a user when nothing answers at all."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from lmagent.core.config import Config
 from lmagent.llm.client import base_url, json_object, open_connection, request_target
 from lmagent.llm.errors import LLMError
-from lmagent.llm.quirks import SERVERS
+from lmagent.llm.quirks import OLLAMA_DEFAULT_WINDOW, SERVERS, Server
+
+_BAD = (ValueError, KeyError, TypeError, AttributeError)  # an answer of another shape
 
 
 @dataclass
@@ -23,6 +28,8 @@ class ModelInfo:
     supports_tools: bool | None = None  # False: the chat template drops `tools` (llama.cpp)
     reachable: bool = True  # False: nothing accepts a connection at LLM_URL
     file: str = ""  # the model file's name, when the server tells it (llama.cpp; --embedded)
+    parameters: float | None = None  # billions, where the server or the model's name tells
+    window_assumed: bool = False  # the window is the server's default for a model not loaded
 
     @property
     def name(self) -> str:
@@ -47,36 +54,77 @@ def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
     headers = {"Authorization": f"Bearer {config.llm_api_key}"} if config.llm_api_key else {}
     for server in SERVERS:
         try:
-            data = _get_json(base + server.info_path, headers, timeout)
+            data = _fetch_json(base + server.info_path, headers, timeout)
             info = _READERS[server.source](data, config.llm_model) if data else None
         except _NoConnection:  # refused, no such host, or no answer to connecting at all
             return ModelInfo(reachable=False)
         except (OSError, http.client.HTTPException):
             # connected, but no reply (a server busy loading): the other endpoints would not help
             return ModelInfo()
-        except (LLMError, ValueError, KeyError, TypeError, AttributeError):
+        except (LLMError, *_BAD):
             continue
         if info is not None:
-            return info
+            return _with_size(server, info, _Asker(base, headers, timeout))
     return ModelInfo()
+
+
+@dataclass(frozen=True)
+class _Asker:
+    """Asks one server for JSON: GET, or POST with a body."""
+
+    base: str
+    headers: dict
+    timeout: float
+
+    def __call__(self, path: str, body: dict | None = None) -> dict | None:
+        return _fetch_json(self.base + path, self.headers, self.timeout, body)
+
+
+def _with_size(server: Server, info: ModelInfo, ask: _Asker) -> ModelInfo:
+    """`info` with what the server's size endpoint adds (best effort: the parameter count, and
+    for Ollama the window); the model's name tells the size where the server does not."""
+    with contextlib.suppress(_NoConnection, OSError, http.client.HTTPException, LLMError, *_BAD):
+        _SIZES[server.source](info, ask, server.size_path)
+    if info.parameters is None:
+        info.parameters = parameters_in_name(info.model_id)
+    return info
 
 
 class _NoConnection(Exception):
     """Nothing accepted a connection at the URL (a host that drops packets times out here)."""
 
 
-def _get_json(url: str, headers: dict, timeout: float) -> dict | None:
+def _fetch_json(url: str, headers: dict, timeout: float, body: dict | None = None) -> dict | None:
     conn = open_connection(url, timeout)
     try:
         try:
             conn.connect()
         except OSError as exc:
             raise _NoConnection(str(exc)) from exc
-        conn.request("GET", request_target(url), headers=headers)
+        if body is None:
+            conn.request("GET", request_target(url), headers=headers)
+        else:
+            data = json.dumps(body).encode()
+            sent = {**headers, "Content-Type": "application/json"}
+            conn.request("POST", request_target(url), data, sent)
         response = conn.getresponse()
         return json_object(response.read()) if response.status == 200 else None
     finally:
         conn.close()
+
+
+# a size in a model's name: "qwen2.5-coder-1.5b-instruct", "SmolLM2-135M", "llama3.1:8b"
+_SIZE_IN_NAME = re.compile(r"(?<![a-z0-9.])(\d+(?:\.\d+)?)([bm])(?![a-z0-9])", re.IGNORECASE)
+
+
+def parameters_in_name(name: str) -> float | None:
+    """The parameter count (billions) a model's name or file tells, or None: the largest
+    number followed by B or M ("30b-a3b" is 30; a "1m" context beside "7b" is 7)."""
+    sizes = [
+        float(number) / (1000 if unit.lower() == "m" else 1)
+        for number, unit in _SIZE_IN_NAME.findall(name.rsplit("/", 1)[-1])
+    ]
+    return max(sizes) if sizes else None
 
 
 def _read_lmstudio(data: dict, wanted: str) -> ModelInfo | None:
@@ -109,7 +157,19 @@ def _read_llamacpp(data: dict, wanted: str) -> ModelInfo | None:
     caps = data.get("chat_template_caps")
     tools = caps.get("supports_tools") if isinstance(caps, dict) else None
     supports = tools if tools is False else None
-    return ModelInfo(alias, int(n_ctx), vision, "llama.cpp", supports, file=PurePath(path).name)
+    info = ModelInfo(alias, int(n_ctx), vision, "llama.cpp", supports, file=PurePath(path).name)
+    info.parameters = parameters_in_name(str(path))
+    return info
+
+
+def _read_ollama(data: dict, wanted: str) -> ModelInfo | None:
+    """Ollama's /api/tags: the model asked for, else the first; its window comes with its size."""
+    models = data.get("models")
+    if not isinstance(models, list):
+        return None
+    names = [m["name"] for m in models if isinstance(m, dict) and isinstance(m.get("name"), str)]
+    chosen = next((n for n in names if wanted in (n, n.removesuffix(":latest"))), None)
+    return ModelInfo(chosen or (names[0] if names else wanted), None, [], "ollama")
 
 
 def _read_openai(data: dict, wanted: str) -> ModelInfo | None:
@@ -120,4 +180,54 @@ def _read_openai(data: dict, wanted: str) -> ModelInfo | None:
 
 
 # how each kind of server in quirks.SERVERS describes what is loaded
-_READERS = {"lmstudio": _read_lmstudio, "llama.cpp": _read_llamacpp, "openai": _read_openai}
+_READERS = {
+    "lmstudio": _read_lmstudio,
+    "llama.cpp": _read_llamacpp,
+    "ollama": _read_ollama,
+    "openai": _read_openai,
+}
+
+
+def _size_lmstudio(info: ModelInfo, ask: _Asker, path: str) -> None:
+    """LM Studio 0.4+: the model's params_string ("7B", "270M")."""
+    models = (ask(path) or {}).get("models") or []
+    entry = next((m for m in models if isinstance(m, dict) and m.get("key") == info.model_id), {})
+    info.parameters = parameters_in_name(f"-{entry.get('params_string') or ''}")
+
+
+def _size_llamacpp(info: ModelInfo, ask: _Asker, path: str) -> None:
+    """llama.cpp's /v1/models: meta.n_params of the (one) model it serves."""
+    models = (ask(path) or {}).get("data") or []
+    count = (models[0].get("meta") or {}).get("n_params") if models else None
+    if isinstance(count, (int, float)) and count > 0:
+        info.parameters = count / 1e9
+
+
+def _size_ollama(info: ModelInfo, ask: _Asker, path: str) -> None:
+    """Ollama: the parameter count from /api/show; the window the model runs with from /api/ps
+    when it is loaded, else from its Modelfile's num_ctx, else Ollama's default (assumed)."""
+    shown = ask(path, {"model": info.model_id}) or {}
+    count = (shown.get("model_info") or {}).get("general.parameter_count")
+    size = (shown.get("details") or {}).get("parameter_size") or ""
+    info.parameters = count / 1e9 if isinstance(count, int) else parameters_in_name(f"-{size}")
+    running = (ask("/api/ps") or {}).get("models") or []
+    loaded = next((m for m in running if m.get("name") == info.model_id), {})
+    set_in_file = re.search(r"^num_ctx\s+(\d+)", shown.get("parameters") or "", re.MULTILINE)
+    if loaded.get("context_length"):
+        info.context_length = int(loaded["context_length"])
+    elif set_in_file:
+        info.context_length = int(set_in_file.group(1))
+    else:
+        info.context_length, info.window_assumed = OLLAMA_DEFAULT_WINDOW, True
+
+
+def _no_size(info: ModelInfo, ask: _Asker, path: str) -> None:
+    """A server that does not tell: the model's name may."""
+
+
+_SIZES = {
+    "lmstudio": _size_lmstudio,
+    "llama.cpp": _size_llamacpp,
+    "ollama": _size_ollama,
+    "openai": _no_size,
+}

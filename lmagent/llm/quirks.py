@@ -4,8 +4,9 @@ embedded one, Ollama, vLLM, llama-cpp-python), in one place.
 A new server quirk goes here: the client, the runtime and the loop read these tables and never
 test for a server by name themselves. Three tables:
 
-- SERVERS: how each kind of server is recognised (the endpoint that says what is loaded) and
-  what is known about it before the first request.
+- SERVERS: how each kind of server is recognised (the endpoint that says what is loaded), where
+  it tells the model's size, the sampler fields it takes, and what is known about it before
+  the first request.
 - OPTIONAL_PARAMS and RETRY_POLICY: request fields a server may refuse, and what the client does
   about each kind of failure (the words in error bodies that tell the kinds apart).
 - REPLY_FORMAT: the one form of `response_format` every server here honours for a JSON schema.
@@ -35,19 +36,59 @@ from lmagent.llm.errors import LLMError, LLMTimeout, LLMUnreachable, StreamBroke
 
 @dataclass(frozen=True)
 class Server:
-    """One kind of server: where it says what is loaded, and what that answer tells us."""
+    """One kind of server: where it says what is loaded, what that answer tells us, and which
+    sampler fields it takes."""
 
     source: str  # the name ModelInfo.source gives it
     info_path: str  # GET endpoint describing the loaded model(s); probed in table order
     label: str  # what the user is told
+    size_path: str = ""  # where the model's parameter count is told (probe.py reads it)
+    # request fields that hold a small model's repetition back, where the server takes them
+    # (sent with the small-model profile; another server would ignore or refuse them)
+    repetition: tuple[tuple[str, object], ...] = ()
+    window_fix: str = ""  # how a user gives the model a larger window, when the server decides
 
+
+# repeat_penalty 1.1 over the last 64 tokens: Ollama's own default for every request; and
+# llama.cpp's DRY sampler (0.8: its documented setting; a repeat's penalty grows with its
+# length, and a newline, ':', '"' or '*' ends a repeat), which stops a reply looping on a
+# sentence. Measured with the 1.5B model, greedy, with and without each: it copied a 35-line
+# file with one name changed, and a function into a JSON string, exactly every time
+REPEAT_PENALTY = (("repeat_penalty", 1.1), ("repeat_last_n", 64))
+DRY = (("dry_multiplier", 0.8),)
+
+# the window Ollama gives a model unless OLLAMA_CONTEXT_LENGTH or the model's Modelfile says
+# otherwise; a longer prompt is cut to fit without an error (the agent must stay under it)
+OLLAMA_DEFAULT_WINDOW = 4096
 
 # probed in this order: the first endpoint that answers names the server
 SERVERS: tuple[Server, ...] = (
-    Server("lmstudio", "/api/v0/models", "LM Studio"),
-    Server("llama.cpp", "/props", "llama.cpp's server"),
-    Server("openai", "/v1/models", "an OpenAI-compatible server (Ollama, vLLM, ...)"),
+    # LM Studio: /api/v0/models gives the loaded window; its 0.4+ REST API the parameter
+    # count (params_string); its OpenAI endpoint takes repeat_penalty (its documented payload
+    # fields; its window for repetition is its own)
+    Server("lmstudio", "/api/v0/models", "LM Studio", "/api/v1/models", REPEAT_PENALTY[:1]),
+    # llama.cpp's server: /props gives the window and the model file; /v1/models its
+    # meta.n_params; its OpenAI endpoint takes every sampler field of its own
+    Server("llama.cpp", "/props", "llama.cpp's server", "/v1/models", REPEAT_PENALTY + DRY),
+    # Ollama: /api/tags lists the models, /api/ps the loaded ones and their window, POST
+    # /api/show a model's parameter count and Modelfile. Its OpenAI endpoint takes no
+    # options (num_ctx, repeat_penalty are dropped): the window is the server's to set, and
+    # Ollama applies its own repeat_penalty to every request
+    Server(
+        "ollama",
+        "/api/tags",
+        "Ollama",
+        "/api/show",
+        window_fix="start Ollama with OLLAMA_CONTEXT_LENGTH=16384 (or more), or set "
+        "`PARAMETER num_ctx 16384` in the model's Modelfile and `ollama create` it",
+    ),
+    Server("openai", "/v1/models", "an OpenAI-compatible server (vLLM, ...)"),
 )
+
+
+def server_named(source: str) -> Server | None:
+    """The SERVERS row of a ModelInfo.source."""
+    return next((server for server in SERVERS if server.source == source), None)
 
 
 # the local servers a new user most likely runs, at their default addresses (the first run
@@ -70,6 +111,7 @@ def unsent_at_start(supports_tools: bool | None) -> set[str]:
 # request fields a server may reject (HTTP 400/422 naming them); when an error names several,
 # the first here is dropped first. A dropped field is never sent again by that client.
 OPTIONAL_PARAMS = (
+    *(name for name, _ in REPEAT_PENALTY + DRY),
     "stream_options",
     "return_progress",
     "parallel_tool_calls",

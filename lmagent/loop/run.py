@@ -490,7 +490,7 @@ class AgentRun:
         the user's message must call a tool, a reply to tool results must answer (a tiny model
         that may answer first invents files and says "done"; one that may call again repeats
         its call forever). Without a schema nothing can hold it: no rule."""
-        tiny = self.ctx.config.tool_set == "tiny" and self.client.tool_form == "constrained"
+        tiny = self.client.config.tool_set == "tiny" and self.client.tool_form == "constrained"
         if not tiny or not self.session.history:
             return ""
         return "call" if self.session.history[-1]["role"] == "user" else "answer"
@@ -1182,7 +1182,13 @@ def run_agent(
             context_length=context_length,
             **run_options,
         )
-        run.emit("session", task=session.meta.get("task"), resumed=resumed, mode=gate.mode)
+        run.emit(
+            "session",
+            task=session.meta.get("task"),
+            resumed=resumed,
+            mode=gate.mode,
+            profile=run.client.profile,
+        )
         if task and task.strip():
             run.show_named_files(task)
         for problem in session.problems:
