@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 from lmagent.core.config import Config
 from lmagent.llm.client import LLMClient
@@ -183,7 +184,7 @@ class Runtime:
     def banner_lines(self, mode: str | None = None) -> list[str]:
         """Where and how the agent works, in two lines (`mode`: the permission mode, when the
         front end has one), then vision, MCP servers and warnings."""
-        model = self.config.llm_model or self.model.model_id or "(the server's loaded model)"
+        model = self.config.llm_model or self.model.name or "(the server's loaded model)"
         window = f"{self.context_length} tokens" if self.context_length else "unknown"
         permission = f" · permission mode {mode}" if mode else ""
         calls = self.tool_mode.describe() if self.model.reachable else "tool calls: not known yet"
@@ -196,6 +197,8 @@ class Runtime:
             more = " (the others on demand)" if self.config.tool_set == "compact" else ""
             names = ", ".join(self.tool_set_names())
             lines.append(f"tool set {self.config.tool_set}: {names}{more}")
+        isolated = self.config.sandbox_backend != "process"  # its mount point for .lmagent.md
+        lines.extend(new_files_line(self.config.workspace, isolated))
         unisolated = unisolated_warning(self.config)
         if unisolated:
             lines.append(f"warning: {unisolated}")
@@ -225,3 +228,14 @@ class Runtime:
             )
         lines.extend(f"process {line}" for line in process_lines(self.services))
         return lines
+
+
+def new_files_line(workspace: Path, sandboxed: bool) -> list[str]:
+    """A line saying what LMAgent will keep in a folder that has none of it yet (it never
+    writes into the user's folder without a word); `sandboxed`: a Docker or bwrap sandbox,
+    which makes `.lmagent.md` (its mount point) where there is none."""
+    data, notes = workspace / ".lmagent", workspace / ".lmagent.md"
+    new = [f"{data.name}/ (sessions, checkpoints)"] if not data.exists() else []
+    if sandboxed and not notes.exists():
+        new.append(f"{notes.name} (project notes read into every prompt; read-only to commands)")
+    return [f"new here: LMAgent keeps {' and '.join(new)} in {workspace}"] if new else []

@@ -44,6 +44,29 @@ def test_at_a_terminal_the_folder_it_is_started_in_is_the_workspace_named_first(
     assert first.startswith(f"· workspace {workspace.resolve()} ·"), done.stdout
 
 
+def test_what_lmagent_will_keep_in_a_new_folder_is_said_first(workspace, llm):
+    llm.add(text("Nothing here.\nTASK_COMPLETE"), text("Still nothing.\nTASK_COMPLETE"))
+    done = cli_with_terminal(workspace, "list the files here", env=cli_env(workspace, llm))
+    said = " ".join(done.stdout.split())
+    assert (
+        f"new here: LMAgent keeps .lmagent/ (sessions, checkpoints) in {workspace.resolve()}"
+        in said
+    )
+    assert (workspace / ".lmagent").is_dir()
+    again = cli_with_terminal(workspace, "list them again", env=cli_env(workspace, llm))
+    assert "new here" not in again.stdout  # said once, when they are new
+
+
+def test_a_sandbox_says_it_will_make_lmagent_md(tmp_path):
+    from lmagent.runtime import new_files_line
+
+    (line,) = new_files_line(tmp_path, sandboxed=True)
+    assert ".lmagent.md (project notes read into every prompt; read-only to commands)" in line
+    (tmp_path / ".lmagent").mkdir()
+    (tmp_path / ".lmagent.md").write_text("# notes\n")
+    assert new_files_line(tmp_path, sandboxed=True) == []
+
+
 def test_the_repls_first_line_names_the_workspace(workspace, llm):
     env = unset_workspace(cli_env(workspace, llm))
     done = cli_with_terminal(workspace, "--url", llm.url, typed="quit\n", env=env)
