@@ -105,6 +105,7 @@ def test_a_reopened_session_shows_tool_rows_as_it_did_live(open_tab, workspace, 
         shoot(tab, mode, size)
         assert reopened == live
         assert user_bubbles(tab) == ["take a note"]  # never a result or a note of the agent's
+        assert "<tool_call>" not in tab.page.inner_text("#log")  # a call is its tool row
         rows = tab.page.locator("details.tool")
         assert [rows.nth(i).get_attribute("class") for i in range(2)] == ["tool fail", "tool ok"]
         assert "missing.txt" in rows.nth(0).text_content()  # the call's arguments and its error

@@ -87,6 +87,8 @@ const PURIFY = {
   FORBID_ATTR: ['style'],
 };
 const MARKER_LINE = /^[ \t]*[*_`]*TASK_COMPLETE[*_`.!]*[ \t]*$/gm; // shown as the ending instead
+// a call written as text (TOOL_CALL_MODE=text) is shown as its tool row, not as markup
+const CALL_MARKUP = /<tool_call>[\s\S]*?(<\/tool_call>|$)/g;
 
 if (window.DOMPurify) {
   window.DOMPurify.addHook('afterSanitizeAttributes', (node) => {
@@ -98,7 +100,7 @@ if (window.DOMPurify) {
 }
 
 export function renderMarkdown(target, text) {
-  const source = text.replace(MARKER_LINE, '');
+  const source = text.replace(MARKER_LINE, '').replace(CALL_MARKUP, '');
   let fragment;
   if (window.marked && window.DOMPurify) {
     const html = window.marked.parse(source, { gfm: true, breaks: false, async: false });
