@@ -91,7 +91,7 @@ def test_embedded_at_a_terminal_asks_only_for_the_workspace(workspace, tmp_path)
     env["EMBEDDED_MODEL"] = str(tmp_path / "no-such-model.gguf")  # stops before any download
     terminal = Terminal(["--embedded", "list the files here"], cwd=workspace, env=env)
     try:
-        terminal.expect("First run: no .env here and no WORKSPACE set. One question.")
+        terminal.expect("no WORKSPACE set. One question, then whether to save the answer.")
         terminal.expect(f"Use the current directory {workspace.resolve()} as the workspace?")
         terminal.type("y")
         terminal.expect("Save it to")
@@ -281,3 +281,9 @@ def test_a_step_that_will_take_minutes_is_said_once_with_the_faster_choices(work
     assert said.count("this step will take about") == 1
     assert "min at this speed" in said and "a smaller model" in said
     assert "SUMMARIZATION_THRESHOLD" in said
+
+
+def test_a_slow_speed_keeps_a_decimal():
+    from lmagent.loop.progress import rate
+
+    assert (rate(38.4), rate(9.44), rate(1.04)) == ("38", "9.4", "1.0")  # never "1 tokens/s"

@@ -717,3 +717,20 @@ def test_the_request_body_stays_exact_while_the_message_cache_reuses_encodings()
             history = [{"role": "user", "content": "summary"}, *history[-4:]]
     other = {"messages": [{"role": "user", "content": "elsewhere"}]}
     assert json.loads(b"".join(cache.encode_body(other))) == other
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_with_the_same_patience(
+    llm, workspace, monkeypatch
+):
+    """The server restarted between two requests: the fresh connection waits LLM_TIMEOUT for
+    the reply, not the connect timeout (a reply that took longer than 10 s to start broke off,
+    said 'no data for LLM_TIMEOUT=560 s', and was asked again)."""
+    monkeypatch.setattr(llm_client, "CONNECT_TIMEOUT", 0.3)
+    client = LLMClient(make_config(workspace, llm))
+    assert ask(llm, workspace, text("one"), client=client).content == "one"
+    llm.stop()
+    llm.start()  # the same URL: the connection the client kept is stale
+    seen = Seen()
+    reply = ask(llm, workspace, text("two", delay=1.0), client=client, seen=seen)
+    assert reply.content == "two"
+    assert not any("broke off" in s or "no answer" in s for s in seen.status), seen.status

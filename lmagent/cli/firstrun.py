@@ -81,9 +81,15 @@ class FirstRun:
         """The settings chosen: {"workspace": Path, "llm_url": str} (no llm_url without
         `server`: --embedded brings its own), saved to .env if wanted."""
         if server:
-            self.say("First run: no .env here and no WORKSPACE or LLM_URL set. Two questions.")
+            self.say(
+                "First run: no .env here and no WORKSPACE or LLM_URL set. Two questions, then "
+                "whether to save the answers."
+            )
         else:
-            self.say("First run: no .env here and no WORKSPACE set. One question.")
+            self.say(
+                "First run: no .env here and no WORKSPACE set. One question, then whether to "
+                "save the answer."
+            )
         chosen = {"workspace": self.choose_workspace(cwd)}
         if server:
             chosen["llm_url"] = self.choose_server(candidates(environ))

@@ -456,15 +456,18 @@ def _connect(conn: http.client.HTTPConnection, url: str) -> None:
 
 def _post(conn, target: str, data: list[bytes], headers: dict, reused: bool, url: str):
     """Send the request; a kept-alive connection the server has meanwhile closed is replaced
-    by a fresh one once (that is not a failure of the server)."""
+    by a fresh one once (that is not a failure of the server), waiting as long as the old one
+    did (a fresh socket would wait only CONNECT_TIMEOUT for the reply)."""
     try:
         conn.request("POST", target, data, headers)
         return conn.getresponse()
     except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
         if not reused:
             raise
+    wait = conn.sock.gettimeout() if conn.sock is not None else None
     conn.close()
     _connect(conn, url)
+    conn.sock.settimeout(wait)
     conn.request("POST", target, data, headers)
     return conn.getresponse()
 

@@ -134,8 +134,8 @@ class Speeds:
         self.writing = writing or self.writing
         if not first or not (self.reading or self.writing):
             return ""
-        said = [f"reading {self.reading:.0f} tokens/s"] if self.reading else []
-        said += [f"writing {self.writing:.0f} tokens/s"] if self.writing else []
+        said = [f"reading {rate(self.reading)} tokens/s"] if self.reading else []
+        said += [f"writing {rate(self.writing)} tokens/s"] if self.writing else []
         return "model speed: " + ", ".join(said)
 
     def slow_step(self, prompt_tokens: int) -> str:
@@ -156,3 +156,8 @@ def _rate(timings: dict, kind: str) -> float:
     """Tokens per second of `kind` ("prompt" or "predicted") the server reported, or 0."""
     value = timings.get(f"{kind}_per_second")
     return float(value) if isinstance(value, (int, float)) and value > 0 else 0.0
+
+
+def rate(per_second: float) -> str:
+    """A speed as people read it: whole numbers from 10 up, one decimal below (1.4, not 1)."""
+    return f"{per_second:.0f}" if per_second >= 10 else f"{per_second:.1f}"
