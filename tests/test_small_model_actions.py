@@ -34,6 +34,32 @@ def embedded_run(workspace, turns, task="fix the bug", **changes):
         return result, llm.requests, events
 
 
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("ls", [("shell", {"command": "ls"})]),
+        ("  $ git status  \n", [("shell", {"command": "git status"})]),
+        ("python3 app.py Ann", [("shell", {"command": "python3 app.py Ann"})]),
+        ("ls\nThese are the files.", []),  # more than one line: an answer, not a command
+        ("lsblk", []),
+        ("Listing is easy.", []),
+    ],
+)
+def test_a_reply_that_is_only_a_command_line_is_that_command(reply, expected):
+    calls = extract_text_calls(reply, {"shell", "write"}, blocks=True)
+    assert [(c["name"], c["arguments"]) for c in calls] == expected
+
+
+def test_a_bare_ls_lists_the_workspace(workspace):
+    """As a new user saw: asked to list the files, the model answered 'ls', twice, and the run
+    ended 'answered without using any tool'."""
+    (workspace / "app.py").write_text("print(1)\n")
+    _, requests, _ = embedded_run(
+        workspace, [text("ls"), text("app.py is here.\nTASK_COMPLETE")], task="list the files"
+    )
+    assert "app.py" in last_message(requests[1])
+
+
 def last_message(request: dict) -> str:
     return request["messages"][-1]["content"]
 

@@ -86,7 +86,24 @@ def extract_text_calls(
         raise FormatError("no call with a tool name was found")
     if not blocks:
         return []
-    return function_style_calls(text, known) or block_actions(text, known, place)
+    calls = function_style_calls(text, known) or block_actions(text, known, place)
+    return calls or bare_command(text, known)
+
+
+# a reply that is nothing but one command line, unfenced: how a small model answers "list the
+# files here" ("ls"); it is that command (the reply's form decides, never the task's words)
+_BARE_COMMAND = re.compile(
+    r"\$?[ \t]*((?:ls|cat|pwd|python3?|pytest|git|grep|find|head|tail|wc|tree|make|pip3?|node|"
+    r"npm)(?:[ \t][^\n`]*)?)"
+)
+
+
+def bare_command(text: str, known: Known) -> list[dict]:
+    """[the shell call] when the whole reply is one command line, else []."""
+    found = _BARE_COMMAND.fullmatch(text.strip())
+    if not found or "shell" not in known:
+        return []
+    return [{"name": "shell", "arguments": {"command": found.group(1).strip()}}]
 
 
 def _without_thinking(text: str) -> str:
