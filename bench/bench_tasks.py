@@ -433,10 +433,10 @@ class Meter:
         self.counted = 0
 
     def server_totals(self, wait: float = 120) -> Request | None:
-        """llama.cpp's own totals from its /metrics (prompt tokens evaluated, tokens generated,
-        the replies a client stopped reading early included: a reply is counted when the server
-        ends it, so this waits up to `wait` seconds for no request to be in progress); None
-        where there are none."""
+        """llama.cpp's own totals from its /metrics (prompt tokens evaluated and reused from
+        its cache, tokens generated; the replies a client stopped reading early included: a
+        reply is counted when the server ends it, so this waits up to `wait` seconds for no
+        request to be in progress); None where there are none."""
         deadline = time.monotonic() + wait
         while (values := self._metrics()) and values.get("llamacpp:requests_processing"):
             if time.monotonic() > deadline:
@@ -446,6 +446,7 @@ class Meter:
             return None
         return Request(
             prompt_evaluated=values["llamacpp:prompt_tokens_total"],
+            prompt_reused=values.get("llamacpp:prompt_tokens_cached_total", 0),
             generated=values.get("llamacpp:tokens_predicted_total", 0),
         )
 
@@ -649,7 +650,8 @@ def run_one(
         server = read
         if before and after:
             evaluated = after.prompt_evaluated - before.prompt_evaluated
-            server = Request(evaluated, read.prompt_reused, after.generated - before.generated)
+            reused = after.prompt_reused - before.prompt_reused
+            server = Request(evaluated, reused, after.generated - before.generated)
         solved = bool(task.check(folder))
         remove_sandbox(folder)  # a Docker sandbox persists per workspace: not this one's
         if keep is not None:

@@ -136,6 +136,7 @@ class MetricsHandler(BaseHTTPRequestHandler):
         body = (
             "# TYPE llamacpp:prompt_tokens_total counter\n"
             "llamacpp:prompt_tokens_total 1234\n"
+            "llamacpp:prompt_tokens_cached_total 89\n"
             "llamacpp:tokens_predicted_total 567\n"
             f"llamacpp:requests_processing {next(self.counts, '0')}\n"
         ).encode()
@@ -154,7 +155,7 @@ def test_the_server_s_totals_are_read_from_its_metrics_once_it_is_idle():
         meter = bench_tasks.Meter(f"http://127.0.0.1:{server.server_address[1]}")
         totals = meter.server_totals()
         server.shutdown()
-    assert (totals.prompt_evaluated, totals.generated) == (1234, 567)
+    assert (totals.prompt_evaluated, totals.prompt_reused, totals.generated) == (1234, 89, 567)
     assert next(MetricsHandler.counts, "read") == "read"  # it waited for requests_processing 0
 
 
