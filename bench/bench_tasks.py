@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -428,8 +428,41 @@ class Meter:
     def __init__(self, upstream: str):
         from tests.realmodel_fixtures import Relay  # tests/: imports pytest
 
-        self.relay = Relay(SimpleNamespace(base_url=upstream.rstrip("/")))
+        self.upstream = upstream.rstrip("/")
+        self.relay = Relay(SimpleNamespace(base_url=self.upstream))
         self.counted = 0
+
+    def server_totals(self, wait: float = 120) -> Request | None:
+        """llama.cpp's own totals from its /metrics (prompt tokens evaluated and reused from
+        its cache, tokens generated; the replies a client stopped reading early included: a
+        reply is counted when the server ends it, so this waits up to `wait` seconds for no
+        request to be in progress); None where there are none."""
+        deadline = time.monotonic() + wait
+        while (values := self._metrics()) and values.get("llamacpp:requests_processing"):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if "llamacpp:prompt_tokens_total" not in values:
+            return None
+        return Request(
+            prompt_evaluated=values["llamacpp:prompt_tokens_total"],
+            prompt_reused=values.get("llamacpp:prompt_tokens_cached_total", 0),
+            generated=values.get("llamacpp:tokens_predicted_total", 0),
+        )
+
+    def _metrics(self) -> dict[str, int]:
+        import requests
+
+        try:
+            reply = requests.get(self.upstream + "/metrics", timeout=30)
+        except requests.RequestException:
+            return {}
+        values = {}
+        for line in reply.text.splitlines() if reply.status_code == 200 else []:
+            name, _, value = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                values[name] = int(float(value))
+        return values
 
     @property
     def base_url(self) -> str:
@@ -447,6 +480,38 @@ class Meter:
 
     def __exit__(self, *exc) -> None:
         self.relay.__exit__(*exc)
+
+
+def metered_server(model: Path):
+    """The server --embedded starts (EmbeddedServer: llama.cpp via xllamacpp, N_CTX, 2 threads),
+    with llama.cpp's /metrics switched on for Meter.server_totals."""
+    from lmagent.llm.embedded import EmbeddedServer
+
+    class MeteredServer(EmbeddedServer):
+        def command(self) -> list[str]:
+            code = (
+                f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
+                "from bench.bench_tasks import serve_with_metrics; serve_with_metrics(sys.argv[1:])"
+            )
+            return [sys.executable, "-c", code, *super().command()[2:]]
+
+    return MeteredServer(model, n_ctx=N_CTX, threads=2)
+
+
+def serve_with_metrics(argv: list[str]) -> int:
+    """lmagent/llm/embedded.py's server process, with `endpoint_metrics` set on its params."""
+    import xllamacpp
+
+    from lmagent.llm import embedded
+
+    start = xllamacpp.Server
+
+    def server(params):
+        params.endpoint_metrics = True
+        return start(params)
+
+    xllamacpp.Server = server
+    return embedded.main(argv)
 
 
 # --------------------------------------------------------------------------- the agents
@@ -558,6 +623,10 @@ class Outcome:
     exit: str
     per_request: list = field(default_factory=list)  # [evaluated, reused, generated] each
     date: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    # the replies' own counts, summed (prompt_evaluated and generated are the server's /metrics
+    # totals where it has them: they also count the replies a client stopped reading early)
+    read_evaluated: int | None = None
+    read_generated: int | None = None
 
 
 def run_one(
@@ -571,10 +640,18 @@ def run_one(
         prepare(task, folder)
         argv, env = agent.command(task, folder, meter.base_url)
         meter.take()
+        before = meter.server_totals()
         started = time.monotonic()
         exit_text = run_process(argv, env, folder, timeout)
         seconds = time.monotonic() - started
         counted = meter.take()
+        after = meter.server_totals()
+        read = Request(*(sum(column) for column in zip(*map(astuple, counted), strict=True)))
+        server = read
+        if before and after:
+            evaluated = after.prompt_evaluated - before.prompt_evaluated
+            reused = after.prompt_reused - before.prompt_reused
+            server = Request(evaluated, reused, after.generated - before.generated)
         solved = bool(task.check(folder))
         remove_sandbox(folder)  # a Docker sandbox persists per workspace: not this one's
         if keep is not None:
@@ -584,12 +661,14 @@ def run_one(
             task=task.name,
             solved=solved,
             requests=len(counted),
-            prompt_evaluated=sum(r.prompt_evaluated for r in counted),
-            prompt_reused=sum(r.prompt_reused for r in counted),
-            generated=sum(r.generated for r in counted),
+            prompt_evaluated=server.prompt_evaluated,
+            prompt_reused=server.prompt_reused,
+            generated=server.generated,
             seconds=round(seconds, 1),
             exit=exit_text,
-            per_request=[[r.prompt_evaluated, r.prompt_reused, r.generated] for r in counted],
+            per_request=[list(astuple(r)) for r in counted],
+            read_evaluated=read.prompt_evaluated,
+            read_generated=read.generated,
         )
 
 
@@ -690,9 +769,14 @@ def table(outcomes: list[Outcome]) -> str:
             f"{row['prompt_evaluated']:,} / {row['prompt_reused']:,} | {row['generated']:,} | "
             f"{per} | {row['cache_ok']} | {row['seconds']:,} s |"
         )
+    return "\n".join([*lines, "", marks_table(outcomes)])
+
+
+def marks_table(outcomes: list[Outcome], header: str = "task") -> str:
+    """A row per task, a column per agent: solved or not, and the time it took."""
     tasks = list(dict.fromkeys(o.task for o in outcomes))
     names = list(dict.fromkeys(o.agent for o in outcomes))
-    lines += ["", "| task | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [f"| {header} | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for task in tasks:
         marks = []
         for name in names:
@@ -822,14 +906,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table(load(args.table)))
         return 0
-    from lmagent.llm.embedded import EmbeddedServer, resolve_model
+    from lmagent.llm.embedded import resolve_model
 
     chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
     known = agents(args.venvs, args.base)
     for name in args.agents.split(","):
         known[name].install()
     done = {(o.agent, o.task) for o in load(args.out)}  # a run cut short goes on from there
-    server = EmbeddedServer(resolve_model(args.model, print), n_ctx=N_CTX, threads=2)
+    server = metered_server(resolve_model(args.model, print))
     with server.start(print), Meter(server.base_url) as meter:
         for task in chosen:  # task by task: a benchmark cut short compares the same tasks
             for name in args.agents.split(","):

@@ -1,0 +1,2 @@
+def find_fewest_coins(coins, target):
+    pass

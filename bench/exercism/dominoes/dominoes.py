@@ -1,0 +1,2 @@
+def can_chain(dominoes):
+    pass

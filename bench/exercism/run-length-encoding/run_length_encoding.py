@@ -1,0 +1,6 @@
+def decode(string):
+    pass
+
+
+def encode(string):
+    pass

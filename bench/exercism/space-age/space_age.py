@@ -1,0 +1,3 @@
+class SpaceAge:
+    def __init__(self, seconds):
+        pass
