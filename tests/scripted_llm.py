@@ -68,7 +68,8 @@ left"}``, sets ``.exhausted`` and keeps the body in ``.unscripted``.
 
 Other endpoints: ``GET /v1/models`` (OpenAI list), ``GET /api/v0/models`` and
 ``/api/v0/models/<id>`` (LM Studio; 404 with ``models=False``), ``GET /props``
-(llama.cpp; 404 unless ``props`` is given).  Anything else, and HEAD, is 404.
+(llama.cpp; 404 unless ``props`` is given), ``POST /slots/0?action=save|restore`` (llama.cpp;
+404 unless ``slot_save_path`` is given).  Anything else, and HEAD, is 404.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -501,6 +503,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.read_body()
         if self.route() in CHAT_PATHS:
             self.server.llm._chat(self, raw)
+        elif self.route().startswith("/slots/") and self.server.llm.slot_save_path:
+            self.server.llm._slot(self, raw)
         else:
             self.not_found()
 
@@ -531,8 +535,10 @@ class ScriptedLLM:
         delay: float = 0.0,
         chunk_delay: float = 0.0,
         args_chunk_size: Splitting = 4,
+        slot_save_path: Path | None = None,
     ):
         self.models = models
+        self.slot_save_path = slot_save_path  # llama.cpp's --slot-save-path: /slots/0 answers
         self.props = props
         self.chunk_size = chunk_size
         self.delay = delay
@@ -545,6 +551,7 @@ class ScriptedLLM:
         self.expect_failures: list[tuple[int, BaseException]] = []
         self.errors: list[str] = []  # server-side problems (bad turn, bad JSON body, ...)
         self.disconnects = 0  # replies cut short because the client went away
+        self.slot_actions: list[str] = []  # "save" / "restore", in order
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -767,6 +774,26 @@ class ScriptedLLM:
                 return
 
     # -- /v1/chat/completions
+
+    def _slot(self, handler: _Handler, raw: bytes) -> None:
+        """llama.cpp's /slots/0?action=save|restore {"filename"}: a save writes the last
+        request's messages to the file, a restore reads them back (refused unless they are
+        there as saved: a damaged file)."""
+        action = parse_qs(urlsplit(handler.path).query).get("action", [""])[0]
+        path = self.slot_save_path / json.loads(raw)["filename"]
+        with self._lock:
+            self.slot_actions.append(action)
+            messages = self.requests[-1]["messages"] if self.requests else []
+        if action == "save":
+            path.write_text(json.dumps(messages))
+            handler.send_json(200, {"id_slot": 0, "n_saved": _tokens(json.dumps(messages))})
+            return
+        try:
+            restored = json.loads(path.read_text())
+        except (OSError, ValueError):
+            handler.send_json(400, {"error": {"message": "Unable to restore slot"}})
+            return
+        handler.send_json(200, {"id_slot": 0, "n_restored": _tokens(json.dumps(restored))})
 
     def _chat(self, handler: _Handler, raw: bytes) -> None:
         try:
