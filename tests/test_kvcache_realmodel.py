@@ -5,10 +5,14 @@ decoding does not change a greedy reply."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import lmagent.llm.embedded as embedded_llm
 from lmagent.llm.client import Callbacks, LLMClient
+from tests.cli_process import ROOT, cli_env
 from tests.realmodel_fixtures import N_CTX, THREADS, need_model, need_module, real_config
 
 pytestmark = pytest.mark.realmodel
@@ -45,6 +49,22 @@ def test_a_new_server_process_restores_the_saved_prompt(workspace, tmp_path):
         warm, shown = ask(workspace, second, "What colour is the sky?")
     assert len(shown) == 1 and shown[0].startswith("reused the saved prompt (")
     assert warm.timings["prompt_n"] < 40  # only the new question was read
+
+
+def test_a_second_one_shot_embedded_run_says_it_reused_the_saved_prompt(workspace, tmp_path):
+    need_module("xllamacpp")
+    need_model()
+    env = cli_env(workspace, None, EMBEDDED_MODEL="smollm2", XDG_CACHE_HOME=str(tmp_path))
+    env.update(LLM_TEMPERATURE="0", LLM_MAX_TOKENS="8", MAX_ITERATIONS="1", LLM_TIMEOUT="180")
+    del env["LLM_URL"]  # --embedded alone
+    command = [sys.executable, str(ROOT / "agent_main.py"), "--embedded", "say hi"]
+    shown = []
+    for _ in range(2):
+        done = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True)
+        shown.append(done.stdout + done.stderr)
+    assert "reused the saved prompt" not in shown[0]
+    assert "· reused the saved prompt (" in shown[1], shown[1]
+    assert list((tmp_path / "lmagent" / "kv").glob("*.bin"))
 
 
 def test_a_damaged_saved_prompt_is_refused_and_replaced(workspace, tmp_path):

@@ -629,10 +629,10 @@ class LLMClient:
                 if reply is None:  # an empty stream: ask once more without streaming
                     state.restart()
                     reply = self._attempt(messages, tools or [], state, stop, stream=False)
+                if self.prompts is not None:  # the server's slot holds the prompt now
+                    self.prompts.after(key)
                 if constrained:
                     reply = self._read_constrained(reply, state)
-                if self.prompts is not None:
-                    self.prompts.after(key)
                 self.last_reply = reply
                 return reply
             except CutOff:
