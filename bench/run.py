@@ -46,6 +46,7 @@ EXPECTED = {
     "processes": "cost of the leftover sweep per sandboxed command (issue 14)",
     "tasks": "small coding tasks, agents side by side on one small model (issue 24)",
     "steps": "marginal cost per step by tool, workspace size and backend (issue 26)",
+    "speed": "--embedded on a CPU: a new run's first token, decoding with speculation",
 }
 
 

@@ -289,13 +289,13 @@ def serve(
     with_parent: bool = False,
     slots: Path | None = None,
     speculation: str = "none",
-    draft_max: int = 16,
 ) -> None:
     """Run llama.cpp's server in this process until SIGTERM/SIGINT (or, with `with_parent`,
     until stdin closes: the parent died, even by SIGKILL, and must not leave an orphan).
     `slots`: the folder a slot's KV state is saved to and restored from (/slots/0?action=...);
-    `speculation`: llama.cpp's draftless speculative decoding (an n-gram type, or "none")
-    drafting up to `draft_max` tokens a step."""
+    `speculation`: llama.cpp's draftless speculative decoding, an n-gram type with llama.cpp's
+    defaults (ngram-simple: a run of 12 tokens seen before drafts the 48 that followed it; the
+    model checks every drafted token), or "none"."""
     try:
         import xllamacpp
     except ImportError:
@@ -322,7 +322,6 @@ def serve(
     if speculation != "none":
         kind = "COMMON_SPECULATIVE_TYPE_" + speculation.upper().replace("-", "_")
         params.speculative.types = [getattr(xllamacpp.common_speculative_type, kind)]
-        params.speculative.draft.n_max = draft_max
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
@@ -508,7 +507,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--speculation", default="none", help="n-gram speculation: none, ngram-simple, ..."
     )
-    parser.add_argument("--draft-max", type=int, default=16, help="tokens drafted a step")
     args = parser.parse_args(argv)
     try:
         serve(
@@ -519,7 +517,6 @@ def main(argv: list[str] | None = None) -> int:
             args.exit_with_parent,
             args.slots,
             args.speculation,
-            args.draft_max,
         )
     except EmbeddedError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -85,7 +85,8 @@ class PromptCache:
 
     def after(self, key: str) -> None:
         """After a complete reply: the process's first prompt is saved at once (the next run
-        needs only its beginning); later replies to it at `close`."""
+        needs only its beginning); the conversation that follows it when the server stops
+        (`unregister`)."""
         with self._lock:
             if key != self._first:
                 self._unsaved = False  # the slot now holds another prompt (a sub-agent's)
