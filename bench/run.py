@@ -47,6 +47,7 @@ EXPECTED = {
     "tasks": "small coding tasks, agents side by side on one small model (issue 24)",
     "steps": "marginal cost per step by tool, workspace size and backend (issue 26)",
     "exercism": "Exercism's Python exercises, agents side by side on one small model",
+    "speed": "--embedded on a CPU: a new run's first token, decoding with speculation",
 }
 
 

@@ -74,7 +74,8 @@ which lists ``models`` on ``/v1/models`` alone, as vLLM does), ``GET /api/v1/mod
 ``GET /props`` (llama.cpp; 404 unless ``props`` is given), and Ollama's ``GET /api/tags``,
 ``GET /api/ps`` and ``POST /api/show`` when ``ollama`` is given (see ``OllamaModel``; pass
 ``models=False`` too, as Ollama has no LM Studio endpoints).  The bodies of POSTs other than
-chat requests are kept in ``.posts`` as ``(path, body)``.  Anything else, and HEAD, is 404.
+chat requests are kept in ``.posts`` as ``(path, body)``; ``POST /slots/0?action=save|restore``
+(llama.cpp) answers when ``slot_save_path`` is given.  Anything else, and HEAD, is 404.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -547,6 +549,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.route() in CHAT_PATHS:
             llm._chat(self, raw)
             return
+        if self.route().startswith("/slots/") and llm.slot_save_path:
+            llm._slot(self, raw)
+            return
         with llm._lock:
             llm.posts.append((self.route(), json.loads(raw or b"null")))
         if self.route() == "/api/show" and llm.ollama is not None:
@@ -584,8 +589,10 @@ class ScriptedLLM:
         delay: float = 0.0,
         chunk_delay: float = 0.0,
         args_chunk_size: Splitting = 4,
+        slot_save_path: Path | None = None,
     ):
         self.models = models
+        self.slot_save_path = slot_save_path  # llama.cpp's --slot-save-path: /slots/0 answers
         self.props = props
         self.model_meta = model_meta
         self.ollama = ollama
@@ -602,6 +609,7 @@ class ScriptedLLM:
         self.expect_failures: list[tuple[int, BaseException]] = []
         self.errors: list[str] = []  # server-side problems (bad turn, bad JSON body, ...)
         self.disconnects = 0  # replies cut short because the client went away
+        self.slot_actions: list[str] = []  # "save" / "restore", in order
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -838,6 +846,26 @@ class ScriptedLLM:
                 return
 
     # -- /v1/chat/completions
+
+    def _slot(self, handler: _Handler, raw: bytes) -> None:
+        """llama.cpp's /slots/0?action=save|restore {"filename"}: a save writes the last
+        request's messages to the file, a restore reads them back (refused unless they are
+        there as saved: a damaged file)."""
+        action = parse_qs(urlsplit(handler.path).query).get("action", [""])[0]
+        path = self.slot_save_path / json.loads(raw)["filename"]
+        with self._lock:
+            self.slot_actions.append(action)
+            messages = self.requests[-1]["messages"] if self.requests else []
+        if action == "save":
+            path.write_text(json.dumps(messages))
+            handler.send_json(200, {"id_slot": 0, "n_saved": _tokens(json.dumps(messages))})
+            return
+        try:
+            restored = json.loads(path.read_text())
+        except (OSError, ValueError):
+            handler.send_json(400, {"error": {"message": "Unable to restore slot"}})
+            return
+        handler.send_json(200, {"id_slot": 0, "n_restored": _tokens(json.dumps(restored))})
 
     def _chat(self, handler: _Handler, raw: bytes) -> None:
         try:

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from lmagent.core.config import Config
 from lmagent.core.stop import StopToken
 from lmagent.core.text import shortened
+from lmagent.llm import kvcache
 from lmagent.llm.constrained import (
     AnswerStream,
     CutOff,
@@ -534,6 +535,7 @@ class LLMClient:
         self._messages = MessageCache()
         self._idle: list[http.client.HTTPConnection] = []  # kept-alive connections
         self._idle_lock = threading.Lock()
+        self.prompts = kvcache.cache_for(base_url(config.llm_url))  # --embedded: kept prompts
 
     @property
     def timeout(self) -> str:
@@ -623,6 +625,10 @@ class LLMClient:
         state.temperature = temperature
         state.enough = enough
         tries: dict[str, int] = {}
+        key = ""
+        if self.prompts is not None:
+            key = kvcache.prompt_key(messages, tools if self.native_tools else None)
+            self.prompts.before(key, callbacks.on_status)
         while True:
             constrained = bool(tools) and self.constrained
             state.view = (state.view or AnswerStream()) if constrained else None
@@ -631,6 +637,8 @@ class LLMClient:
                 if reply is None:  # an empty stream: ask once more without streaming
                     state.restart()
                     reply = self._attempt(messages, tools or [], state, stop, stream=False)
+                if self.prompts is not None:  # the server's slot holds the prompt now
+                    self.prompts.after(key)
                 if constrained:
                     reply = self._read_constrained(reply, state)
                 self.last_reply = reply

