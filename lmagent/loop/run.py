@@ -956,15 +956,16 @@ class AgentRun:
 
     def claims_without_tools(self, content: str) -> bool:
         """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that
-        shows code (a small model "doing" the task in prose and a code block) or, calling tools
-        as text, says nothing else; a bare TASK_COMPLETE again, in a run that never acted, ends
-        it blocked: nothing was done and nothing answered (a 1.5B model's only reply to a
+        shows code (a small model "doing" the task in prose and a code block) or says nothing
+        else (calling tools as text, or after a nudge). Calling tools as text, a bare
+        TASK_COMPLETE again, in a run that never acted, ends it blocked: nothing was done and
+        nothing answered (a 1.5B model's only reply to a
         refactoring task was "Task_COMPLETE"). A resumed run may finish what an earlier one
         did."""
         if self.called_tools or self.earlier_iterations:
             return False
-        bare = bare_complete(content) and self.text_calls
-        if bare and self.nudged_nothing:
+        bare = bare_complete(content) and (self.text_calls or self.nudges > 0)
+        if bare and self.nudged_nothing and self.text_calls:
             raise Blocked(NOTHING_DONE)
         if self.nudged_nothing or not (bare or shows_code(content)):
             return False
