@@ -49,13 +49,11 @@ class Server:
     window_fix: str = ""  # how a user gives the model a larger window, when the server decides
 
 
-# repeat_penalty 1.1 over the last 64 tokens: Ollama's own default for every request; and
-# llama.cpp's DRY sampler (0.8: its documented setting; a repeat's penalty grows with its
-# length, and a newline, ':', '"' or '*' ends a repeat), which stops a reply looping on a
-# sentence. Measured with the 1.5B model, greedy, with and without each: it copied a 35-line
-# file with one name changed, and a function into a JSON string, exactly every time
-REPEAT_PENALTY = (("repeat_penalty", 1.1), ("repeat_last_n", 64))
-DRY = (("dry_multiplier", 0.8),)
+# The repetition fields a server takes (its row's `repetition`): repeat_penalty 1.1 over the
+# last 64 tokens (Ollama's own default) and llama.cpp's DRY sampler (0.8). None is sent: with
+# them the 1.5B model solved 0 of 3 own benchmark tasks that it solved without them (rename,
+# csv-sum, json-flag; greedy, one server, alternated, 2026-11-27): a code edit repeats names
+# and lines on purpose. A reply that loops is cut off by the client instead (CUT_REPEATING).
 
 # the window Ollama gives a model unless OLLAMA_CONTEXT_LENGTH or the model's Modelfile says
 # otherwise; a longer prompt is cut to fit without an error (the agent must stay under it)
@@ -66,10 +64,10 @@ SERVERS: tuple[Server, ...] = (
     # LM Studio: /api/v0/models gives the loaded window; its 0.4+ REST API the parameter
     # count (params_string); its OpenAI endpoint takes repeat_penalty (its documented payload
     # fields; its window for repetition is its own)
-    Server("lmstudio", "/api/v0/models", "LM Studio", "/api/v1/models", REPEAT_PENALTY[:1]),
+    Server("lmstudio", "/api/v0/models", "LM Studio", "/api/v1/models"),
     # llama.cpp's server: /props gives the window and the model file; /v1/models its
     # meta.n_params; its OpenAI endpoint takes every sampler field of its own
-    Server("llama.cpp", "/props", "llama.cpp's server", "/v1/models", REPEAT_PENALTY + DRY),
+    Server("llama.cpp", "/props", "llama.cpp's server", "/v1/models"),
     # Ollama: /api/tags lists the models, /api/ps the loaded ones and their window, POST
     # /api/show a model's parameter count and Modelfile. Its OpenAI endpoint takes no
     # options (num_ctx, repeat_penalty are dropped): the window is the server's to set, and
@@ -111,7 +109,6 @@ def unsent_at_start(supports_tools: bool | None) -> set[str]:
 # request fields a server may reject (HTTP 400/422 naming them); when an error names several,
 # the first here is dropped first. A dropped field is never sent again by that client.
 OPTIONAL_PARAMS = (
-    *(name for name, _ in REPEAT_PENALTY + DRY),
     "stream_options",
     "return_progress",
     "parallel_tool_calls",
