@@ -10,6 +10,7 @@ import json
 import os
 import resource
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from lmagent.checkpoints.inotify import HEADER, LIBC
 from lmagent.checkpoints.steps import Checkpoints
 from tests.cli_process import cli, cli_env, only_session
-from tests.conftest import make_config
+from tests.conftest import make_config, wait_for
 from tests.scripted_llm import text, tool_call
 from tests.test_web_support import WebHarness
 
@@ -31,6 +32,7 @@ DEEP_TREE = (
     "open('f', 'w').write('deep')\""
 )
 IN_OPEN = 0x20
+GUARD = 300  # seconds: a hang detector only; every wait here ends on an event
 
 
 @pytest.fixture(params=["docker", "bwrap"])
@@ -165,3 +167,49 @@ def test_a_file_that_grows_while_a_snapshot_reads_it_is_never_read_by_its_size(w
     assert "zz.bin: larger than 10 MB, not kept" in snapshot.notes
     kept = checkpoints.repo.git("ls-tree", "--name-only", snapshot.commit).split()
     assert "zz.bin" not in kept and "a1999.txt" in kept
+
+
+SWAP_FILES = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from race_swapper import exchange_function
+exchange = exchange_function()
+open("swapping", "w").close()
+while not os.path.exists("stop-swapping"):
+    for _ in range(200):
+        exchange(b"x.txt", b"y.txt")
+"""
+
+
+def take_into(checkpoints: Checkpoints, taken: list, message: str) -> None:
+    taken.append(checkpoints.take(message))
+
+
+def test_a_process_renaming_in_a_tight_loop_never_stalls_a_snapshot(workspace):
+    """Renames queue events as fast as a look can read them: each look reads what was queued
+    when it began, so it ends, and it still sees the files written before it."""
+    (workspace / "x.txt").write_text("x\n")
+    (workspace / "y.txt").write_text("y\n")
+    checkpoints = Checkpoints(workspace)
+    checkpoints.take("the first look: every folder watched")
+    tests_dir = str(Path(__file__).parent)
+    swapper = subprocess.Popen([sys.executable, "-c", SWAP_FILES, tests_dir], cwd=workspace)
+    try:
+        wait_for(
+            lambda: (workspace / "swapping").exists() or swapper.poll() is not None,
+            GUARD,
+            "the swapper",
+        )
+        assert swapper.poll() is None, "the swapper ended before swapping"
+        for n in range(10):
+            (workspace / f"note{n}.txt").write_text(f"{n}\n")
+            taken: list = []
+            look = threading.Thread(target=take_into, args=(checkpoints, taken, f"look {n}"))
+            look.start()
+            look.join(GUARD)  # a hang detector only: a look takes milliseconds
+            assert taken, f"look {n} never ended while another process renamed files"
+            kept = checkpoints.repo.git("ls-tree", "--name-only", taken[0].commit).split()
+            assert f"note{n}.txt" in kept
+    finally:
+        (workspace / "stop-swapping").touch()
+        swapper.wait(GUARD)

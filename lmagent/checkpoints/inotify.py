@@ -26,6 +26,7 @@ MASK = (
 )  # fmt: skip
 RESTRUCTURED = IN_MOVE_SELF | IN_UNMOUNT | IN_Q_OVERFLOW  # the folder map is no longer right
 HEADER = struct.Struct("iIII")
+FIONREAD = 0x541B  # bytes waiting in the queue (the same number on x86_64 and aarch64)
 
 
 def _libc():
@@ -63,14 +64,18 @@ class Watcher:
 
     def changes(self) -> set[tuple[str, str]] | None:
         """(folder, name) pairs that changed since the last call; None when they cannot be
-        told (walk everything) or a folder was moved (the folder map must be rebuilt)."""
+        told (walk everything) or a folder was moved (the folder map must be rebuilt).
+
+        Only the events queued when the look begins are read: a process writing or renaming
+        in a tight loop adds events as fast as they are read, and draining "until empty"
+        would never end. What happens after this moment stays queued for the next look."""
         if self.broken:
             return None
         changed: set[tuple[str, str]] = set()
-        restructured = False
-        while True:
+        left = self._queued()
+        while left > 0:
             try:
-                data = os.read(self.fd, 65536)
+                data = os.read(self.fd, min(left, 65536))
             except BlockingIOError:
                 break
             except OSError as exc:
@@ -78,8 +83,17 @@ class Watcher:
                     continue
                 self.broken = True
                 return None
-            restructured |= self._parse(data, changed)
-        return None if restructured else changed
+            left -= len(data)
+            if self._parse(data, changed):
+                return None  # the caller walks everything with a new watcher
+        return changed
+
+    def _queued(self) -> int:
+        """Bytes of events waiting to be read (FIONREAD)."""
+        count = ctypes.c_int(0)
+        if LIBC.ioctl(self.fd, FIONREAD, ctypes.byref(count)) < 0:
+            return 1 << 30  # unknown: read until the queue is empty, at most this much
+        return count.value
 
     def _parse(self, data: bytes, changed: set[tuple[str, str]]) -> bool:
         restructured = False
