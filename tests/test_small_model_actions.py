@@ -8,15 +8,13 @@ The replies scripted here are what Qwen2.5-Coder-1.5B wrote in bench/bench_tasks
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
-from lmagent.loop.checks import WorkChecks
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import files_to_change, named_paths, resembled_file
-from lmagent.loop.run import UNSTICK_TEMPERATURE
+from lmagent.loop.named import named_paths, resembled_file
+from lmagent.loop.run import NO_PROGRESS_STEPS, UNSTICK_TEMPERATURE
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
 from tests.conftest import make_config
 from tests.scripted_llm import text
@@ -258,7 +256,7 @@ def test_a_program_block_without_a_path_is_the_named_file_it_changes(workspace, 
     ("reply", "finishes"),
     [
         ("Use it like this:\n```python\nimport app\napp.main()\n```", 1),  # an example: shown
-        ("```bash\npython3 app.py Ann --shout\n```", 2),  # a command: run (and app.py unchanged)
+        ("```bash\npython3 app.py Ann --shout\n```", 1),  # a command: run
     ],
 )
 def test_a_block_unlike_any_named_file_is_not_written(workspace, reply, finishes):
@@ -273,7 +271,7 @@ def test_a_block_unlike_any_named_file_is_not_written(workspace, reply, finishes
     ("task", "written", "then"),
     [
         ("Create hello.py that prints hi and run it.", "hello.py", "next, run it to check it"),
-        ("Create hello.py and hello.sh.", "hello.py", "asks for hello.sh, not written yet"),
+        ("Create hello.py and hello.sh.", "hello.py", "next, run it to check it"),
         ("Create hello.py and test_hello.py.", None, ""),  # which one?
         ("Create a program that prints hi.", None, ""),  # none named
     ],
@@ -284,8 +282,6 @@ def test_a_python_block_without_a_path_is_the_one_python_file_the_task_creates(
     steps = [text("```python\nprint('hi')\n```"), text("Done.\nTASK_COMPLETE")]
     if written:
         steps.insert(1, text(f"```bash\npython3 {written}\n```"))
-    if "asks for" in then:  # finishing without hello.sh is questioned once
-        steps.append(text("Done.\nTASK_COMPLETE"))
     _, requests, _ = embedded_run(workspace, steps, task=task)
     if written:  # the next step is named
         assert then in last_message(requests[1])
@@ -438,10 +434,10 @@ def test_a_grep_without_match_and_a_lone_cd_are_explained(workspace):
 
 def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
     steps = [
-        text('```bash\necho "Hello, world!" > hello.py\n```'),
+        text("```bash\necho \"print('Hello')\" > hello.py\n```"),
         text("TASK_COMPLETE"),
         text("```bash\npython3 hello.py\n```"),
-        text("It fails; fixing.\nhello.py\n```python\nprint('Hello, world!')\n```"),
+        text("It prints Hello; fixing.\nhello.py\n```python\nprint('Hello, world!')\n```"),
         text("TASK_COMPLETE"),  # changed again, unchecked: asked only once, so accepted
     ]
     result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
@@ -453,7 +449,7 @@ def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
 @pytest.mark.parametrize(
     ("change", "look", "asked"),
     [  # showing a changed program is not running it; a data file written silently is shown
-        ('echo "Hello, world!" > hello.py\ncat hello.py', "python3 hello.py", "`python3 hello.py`"),
+        ("echo 'print(1)' > hello.py\ncat hello.py", "python3 hello.py", "`python3 hello.py`"),
         ("echo 8421 > answer.txt", "cat answer.txt", "check your work"),
     ],
 )
@@ -593,22 +589,19 @@ def test_an_answer_without_any_action_is_questioned_once(workspace):
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
     assert "Nothing has been done yet" in last_message(requests[1])
-    assert "To write answer.txt: its path on a line of its own" in last_message(requests[1])
     assert last_message(requests[1]).endswith("The task: write the port to answer.txt")
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 
-def test_a_short_answer_not_written_to_the_file_asked_for_is_asked_to_be_written(workspace):
-    """Qwen2.5-Coder-1.5B answered "8421" twice when shown how to write a file with "…" in it,
-    and WAIT when shown the file written with 8421; asked for a bash block, it wrote it."""
+def test_a_short_answer_to_a_task_that_needs_an_action_is_told_nothing_was_done(workspace):
+    """No rule guesses from the task's words that the answer belongs in answer.txt: told that
+    nothing was done, with the task again, the model acts."""
     steps = [text("8421"), text('```bash\necho "8421" > answer.txt\n```')]
     steps += [text("Written.\nTASK_COMPLETE")] * 2  # the second after being asked to check
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
-    assert last_message(requests[1]) == (
-        "Your answer is not saved: the task asks you to write it to answer.txt, which does not "
-        "exist yet. Write it now with a ```bash block."
-    )
+    assert last_message(requests[1]).startswith("Nothing has been done yet")
+    assert last_message(requests[1]).endswith("The task: write the port to answer.txt")
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 
@@ -662,63 +655,7 @@ def test_tool_arguments_that_are_not_python_are_read_as_written():
 # --------------------------------------------------------------------------- files asked for
 
 
-def test_finishing_without_a_file_the_task_asks_for_is_questioned_once(workspace):
-    """squares.txt written by hand, the squares.py that was to write it never made."""
-    steps = [
-        text("squares.txt\n```\n1\n4\n```"),
-        text("Done.\nTASK_COMPLETE"),
-        text("squares.py\n```python\nprint(1)\n```\n```bash\npython3 squares.py\n```"),
-        text("Done.\nTASK_COMPLETE"),
-    ]
-    task = "Write squares.py that writes the squares to squares.txt."
-    result, requests, _ = embedded_run(workspace, steps, task=task)
-    assert '"next": "saved; not done yet: the task asks for squares.py, not written yet"' in (
-        last_message(requests[1])
-    )
-    assert last_message(requests[2]) == (
-        "Not finished: the task asks for squares.py, not written yet. Make it as the task says, "
-        "then reply TASK_COMPLETE."
-    )
-    assert result.status == "completed" and len(requests) == 4
-
-
-def test_finishing_with_an_empty_file_the_task_asks_for_is_questioned_once(workspace):
-    steps = [
-        text("```bash\ngrep 'age > 30' people.csv > older.txt\n```"),
-        text("Done: older.txt has the names."),
-        text("Done: older.txt has the names."),
-    ]
-    (workspace / "people.csv").write_text("name,age\nAda,36\n")
-    task = "Write the people in people.csv older than 30 to older.txt."
-    result, requests, _ = embedded_run(workspace, steps, task=task)
-    assert "older.txt is empty: what wrote it found nothing" in last_message(requests[2])
-    assert result.status == "completed" and len(requests) == 3
-
-
 SHOUT_TASK = "Add a --shout flag to app.py: with it, the greeting is printed in upper case."
-
-
-def test_finishing_a_change_with_no_file_changed_is_questioned_once(workspace):
-    """The 1.5B model ran app.py without the flag and said the flag had been added."""
-    (workspace / "app.py").write_text(APP)
-    run_it = text("```bash\npython3 app.py Ann\n```")
-    claim = text("The --shout flag has been added to app.py.")
-    steps = [run_it, claim, text(f"app.py\n```python\n{SHOUTING}```"), run_it, claim]
-    result, requests, _ = embedded_run(workspace, steps, task=SHOUT_TASK)
-    assert last_message(requests[2]) == (
-        "Not finished: app.py has not changed, and the task asks to change it. Write app.py "
-        "again, whole, with the change, then run it (python3 app.py) and reply TASK_COMPLETE."
-    )
-    assert result.status == "completed" and (workspace / "app.py").read_text() == SHOUTING
-
-
-def test_git_commands_are_no_change_in_a_task_that_is_not_about_git(workspace):
-    """Asked to add a flag, the 1.5B model ran git init and git commit and was done."""
-    (workspace / "app.py").write_text(APP)
-    steps = [text(f"```bash\ngit init -q\ngit add app.py\n{COMMIT}\n```"), text("TASK_COMPLETE")]
-    steps += [text("TASK_COMPLETE")]  # asked once
-    _, requests, _ = embedded_run(workspace, steps, task=SHOUT_TASK)
-    assert last_message(requests[2]).startswith("Not finished: app.py has not changed")
 
 
 @pytest.mark.parametrize(
@@ -726,44 +663,17 @@ def test_git_commands_are_no_change_in_a_task_that_is_not_about_git(workspace):
     [
         ("What does app.py print for Ann?", "python3 app.py Ann"),  # a question: no change
         ("Add app.py to git and commit it.", "git init -q && git add app.py"),  # .git changed
-        ("Fix app.py if it is wrong.", "python3 app.py Ann"),  # asked once; it stands
+        ("Fix app.py if it is wrong.", "python3 app.py Ann"),  # no change asked for by words
     ],
 )
-def test_a_task_that_asks_no_change_or_a_git_one_ends_as_the_model_says(workspace, task, command):
+def test_a_finish_with_no_change_ends_as_the_model_says(workspace, task, command):
     (workspace / "app.py").write_text(APP)
     steps = [text(f"```bash\n{command}\n```"), text("It is right.\nTASK_COMPLETE")]
-    steps += [text("It is right.\nTASK_COMPLETE")] * task.startswith("Fix")
     result, _, _ = embedded_run(workspace, steps, task=task)
     assert result.status == "completed" and (workspace / "app.py").read_text() == APP
 
 
 COMMIT = "git -c user.name=a -c user.email=a@b.c commit -qm notes"
-
-
-def test_finishing_a_commit_task_with_changes_after_the_last_commit_is_questioned_once(workspace):
-    """The 1.5B model switched to feature, wrote notes.txt there and was done."""
-    steps = [
-        text("```bash\ngit init -q\ngit checkout -q -b feature\n```"),
-        text('```bash\necho "notes" > notes.txt\ncat notes.txt\n```'),
-        text("Done.\nTASK_COMPLETE"),
-        text(f"```bash\ngit add notes.txt\n{COMMIT}\n```"),
-        text("Done.\nTASK_COMPLETE"),
-    ]
-    task = "Create a branch feature and commit a new file notes.txt on it."
-    result, requests, _ = embedded_run(workspace, steps, task=task)
-    assert last_message(requests[3]) == (
-        "Not finished: notes.txt changed after the last commit, and the task asks to commit. "
-        "Commit: git add notes.txt && git commit -m MESSAGE; then reply TASK_COMPLETE."
-    )
-    assert result.status == "completed"
-    log = subprocess.run(
-        ["git", "log", "--format=%s", "feature"],
-        cwd=workspace,
-        text=True,
-        capture_output=True,
-        check=True,
-    )
-    assert log.stdout == "notes\n"
 
 
 def test_a_commit_names_finishing_as_the_next_step(workspace):
@@ -775,20 +685,6 @@ def test_a_commit_names_finishing_as_the_next_step(workspace):
     told = last_message(requests[1])
     assert '"next": "committed; if that was all the task asks, reply TASK_COMPLETE"' in told
     assert result.status == "completed"
-
-
-@pytest.mark.parametrize(
-    ("changed", "command", "uncommitted"),
-    [
-        (["notes.txt"], "echo notes > notes.txt", ["notes.txt"]),
-        (["notes.txt"], f"echo notes > notes.txt && git add . && {COMMIT}", []),
-        (["__pycache__/u.cpython-311.pyc", ".pytest_cache/v"], "python3 -m pytest", []),
-    ],
-)
-def test_files_changed_since_the_last_commit_leave_out_caches(changed, command, uncommitted):
-    checks = WorkChecks()
-    checks.record("shell", {"command": command}, {"success": True}, {"changed": changed})
-    assert checks.uncommitted == uncommitted
 
 
 def test_a_task_that_asks_no_commit_ends_with_changes_uncommitted(workspace):
@@ -811,15 +707,6 @@ def test_a_file_to_change_that_leads_out_of_the_workspace_is_never_read(workspac
     assert all("host-secret" not in str(r["messages"]) for r in requests)
 
 
-def test_files_to_change_are_those_a_task_asking_for_a_change_names_that_exist():
-    look = lambda name, arguments: {"success": arguments["path"] == "a.py"}  # noqa: E731
-    assert files_to_change("Rename x to y in a.py and b.py.", look) == ["a.py"]
-    assert files_to_change("In a.py: please fix the bug.", look) == ["a.py"]
-    assert files_to_change("Add a flag (like x.py) to a.py.", look) == ["a.py"]
-    assert files_to_change("Why does a.py fail?", look) == []
-    assert files_to_change("Create a.py.", look) == []
-
-
 @pytest.mark.parametrize(
     "task",
     [
@@ -834,20 +721,130 @@ def test_examples_and_numbers_are_not_files_the_task_asks_for(workspace, task):
     assert result.status == "completed" and len(requests) == 2
 
 
-def test_a_file_asked_for_that_leads_out_of_the_workspace_is_never_read(workspace, tmp_path):
-    """Attack: the model makes the file the task asks for a link to a host file; the check at
-    the end reads it through the workspace's rules (refused: as good as missing), so nothing of
-    the host file reaches the model."""
-    secret = tmp_path / "secret.txt"
-    secret.write_text("host-secret\n")
-    steps = [
-        text(f"```bash\nln -s {secret} answer.txt\n```"),
-        *[text("Done.\nTASK_COMPLETE")] * 3,  # asked once for answer.txt, once to check
-    ]
-    result, requests, _ = embedded_run(workspace, steps, task="Write the port to answer.txt.")
+def test_a_changed_program_that_leads_out_of_the_workspace_is_never_checked(workspace, tmp_path):
+    """Attack: the model makes a changed program a link to a host file; the check at the end
+    reads it through the workspace's rules (refused: not a program to check), so nothing of
+    the host file reaches the model, not even in a compiler's error."""
+    secret = tmp_path / "secret.py"
+    secret.write_text("host-secret =\n")
+    steps = [text(f"```bash\nln -s {secret} app.py\n```")]
+    steps += [text("Done.\nTASK_COMPLETE")] * 2  # the second after being asked to check
+    result, requests, _ = embedded_run(workspace, steps, task="Make app.py.")
     assert result.status == "completed"
-    assert "answer.txt, not written yet" in last_message(requests[2])
     assert all("host-secret" not in str(r["messages"]) for r in requests)
+
+
+# --------------------------------------------------------------------------- checks by running
+
+
+ADD_BUG = "def add(a, b):\n    return a - b\n"
+TEST_CALC = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+FIXED = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"
+STILL_WRONG = "calc.py\n```python\ndef add(a, b):\n    return b - a\n```"
+
+
+def calc_project(workspace):
+    (workspace / "calc.py").write_text(ADD_BUG)
+    (workspace / "test_calc.py").write_text(TEST_CALC)
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Running python3 report.py crashes. Fix report.py.",  # written in the text
+        "Fix report.py: `python3 report.py` crashes.",  # quoted as code
+    ],
+)
+def test_a_command_the_task_names_is_run_before_the_first_reply(workspace, task):
+    (workspace / "report.py").write_text("print(1 / 0)\n")
+    steps = [text("I see.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    shown = str(requests[0]["messages"])
+    assert "The commands named in the task, run before you start" in shown
+    assert "$ python3 report.py" in shown and "ZeroDivisionError" in shown
+    assert result.status == "completed"  # nothing changed: an answer, not a finish to check
+
+
+def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(workspace):
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
+    steps += [text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    refused = last_message(requests[2])
+    assert refused.startswith("Not finished: the check below fails.")
+    assert "python3 -m pytest" in refused and "assert 1 == 5" in refused
+    assert result.status == "completed" and len(requests) == 4
+
+
+def test_a_finish_whose_tests_keep_failing_ends_not_verified_never_completed(workspace):
+    """The issue's sub-agent said "Implemented…" and the run ended completed with all the
+    tests failing: after MAX_REFUSALS the run ends blocked, naming the check."""
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), *[text("Implemented.\nTASK_COMPLETE")] * 3]
+    result, _, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    assert result.status == "blocked"
+    assert result.message.startswith("not verified: python3 -m pytest")
+
+
+def test_a_test_file_pytest_cannot_collect_is_no_finish(workspace):
+    """The 1.5B model appended \\n-escaped text to its test file with echo >>, was told it ran
+    without an error, and finished: no test had ever run."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    append = "```bash\necho 'def test_add():\\n    assert add(1, 1) == 2' >> test_calc.py\n```"
+    steps = [text(append), *[text("Tests written.\nTASK_COMPLETE")] * 3]
+    result, requests, _ = embedded_run(workspace, steps, task="Write pytest tests for calc.py.")
+    assert "SyntaxError" in last_message(requests[2])
+    assert result.status == "blocked" and result.message.startswith("not verified")
+
+
+def test_a_changed_program_that_does_not_compile_is_no_finish(workspace):
+    steps = [text("hello.py\n```python\nprint('hi'\n```"), text("Done.\nTASK_COMPLETE")]
+    steps += [text("hello.py\n```python\nprint('hi')\n```")]
+    steps += [text("Done.\nTASK_COMPLETE")] * 2  # the second after being asked to run it
+    result, requests, _ = embedded_run(workspace, steps, task="Make hello.py print hi.")
+    assert "SyntaxError" in last_message(requests[2])
+    assert result.status == "completed" and len(requests) == 5
+
+
+def test_no_message_asks_to_rewrite_a_file_the_task_only_names(workspace):
+    """Told users.json "has not changed" by a rule reading "Convert" as a change to it, the
+    1.5B model added a made-up user to it and never wrote users.csv."""
+    users = '[{"name": "Ann", "age": 36}]\n'
+    (workspace / "users.json").write_text(users)
+    steps = [text("users.csv\n```\nname,age\nAnn,36\n```"), text("Done.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Convert users.json into users.csv.")
+    assert result.status == "completed" and len(requests) == 2
+    assert (workspace / "users.json").read_text() == users
+    assert all("users.json has not changed" not in str(r["messages"]) for r in requests)
+
+
+def test_a_bare_task_complete_before_acting_is_no_ending(workspace):
+    """The 1.5B model's only reply to a refactoring task was "Task_COMPLETE" (3 tokens)."""
+    steps = [text("Task_COMPLETE"), text("TASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Move parse_date into dates.py.")
+    assert last_message(requests[1]).startswith("Nothing has been done yet")
+    assert result.status == "blocked" and result.message.startswith("nothing done")
+
+
+def test_steps_that_achieve_nothing_end_the_run_early(workspace):
+    """Failing replies that are each new: no loop of the same call, and MAX_ITERATIONS is
+    500."""
+    steps = [text(f"```bash\ncat missing{n}.txt\n```") for n in range(NO_PROGRESS_STEPS)]
+    result, _, _ = embedded_run(workspace, steps, task="Fix missing.py.")
+    assert result.status == "blocked"
+    assert result.message.startswith(f"no progress in {NO_PROGRESS_STEPS} steps: ")
+    assert "missing" in result.message
+
+
+def test_checks_need_the_permission_the_models_commands_need(workspace):
+    """Attack on the gate: a task naming a command is no way to run it without permission;
+    in normal mode with nobody to ask, the harness runs nothing (the model is not shown it)."""
+    (workspace / "report.py").write_text("open('ran.txt', 'w').write('ran')\n")
+    steps = [text("I see.\nTASK_COMPLETE")]
+    task = "Why does `python3 report.py` crash?"
+    _, requests, _ = embedded_run(workspace, steps, task=task, permission_mode="normal")
+    assert not (workspace / "ran.txt").exists()
+    assert "run before you start" not in str(requests[0]["messages"])
 
 
 # --------------------------------------------------------------------------- results
@@ -875,7 +872,7 @@ def test_a_program_python_cannot_read_is_named_with_its_line(workspace):
 )
 def test_a_command_given_a_file_not_written_yet_says_it_is_not_there(workspace, command, path):
     steps = [text(f"```bash\n{command}\n```")]
-    steps += [text("Nothing to do.\nTASK_COMPLETE")] * 2  # asked once for the file
+    steps += [text("Nothing to do.\nTASK_COMPLETE")]  # nothing asked from the task's words
     _, requests, _ = embedded_run(workspace, steps, task=f"Write {path} and use it")
     told = last_message(requests[1])
     assert f'"error": "{path} does not exist in the workspace ({workspace})"' in told

@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lmagent.loop.prompts import unmade_text
-
 NUDGE_CHECK = (
     "Before finishing, check your work: files changed since you last looked at a result. Show "
     "the file you wrote (cat FILE) or run what uses it, and compare it with the task. Then "
@@ -30,18 +28,12 @@ def check_nudge(programs: list[str]) -> str:
     )
 
 
-GIT_COMMAND = re.compile(r"(?:^|[;&|]\s*)git\s", re.M)  # changes what no checkpoint sees
 GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
-CACHES = re.compile(r"(?:^|/)(?:__pycache__|\.pytest_cache)/|\.pyc$")  # made by runs: no commit
 
 
-def next_step(path: str, unmade: dict[str, str]) -> str:
+def next_step(path: str) -> str:
     """What a small model is told after it wrote a file: the next step. Without it, it answers
-    a written file with the file again, changed at random, until it breaks it; and one asked
-    for squares.py that writes squares.txt writes squares.txt itself and is done (`unmade`:
-    the files the task asks for that are still missing or empty)."""
-    if unmade:
-        return f"saved; not done yet: {unmade_text(unmade)}"
+    a written file with the file again, changed at random, until it breaks it."""
     runner = RUNNERS.get(Path(path).suffix)
     if not runner:
         return "saved; if that was all the task asks, reply TASK_COMPLETE"
@@ -70,13 +62,11 @@ def run_by(command: str, programs: set[str]) -> set[str]:
 
 class WorkChecks:
     """`unchecked`: files changed silently since the model last looked at a result; `unrun`:
-    programs changed since it last ran a command; `uncommitted`: files changed since its last
-    commit. `before_finishing` asks once."""
+    programs changed since it last ran a command. `before_finishing` asks once."""
 
     def __init__(self):
         self.unchecked = False
         self.unrun: set[str] = set()
-        self.uncommitted: list[str] = []
         self.asked = False
 
     def record(self, name: str, arguments: object, result: dict, change: dict) -> bool:
@@ -91,10 +81,6 @@ class WorkChecks:
         shown = result.get("content") or result.get("output")
         command = str(arguments.get("command", "") if isinstance(arguments, dict) else "")
         made = {path for path in changed if Path(path).suffix in RUNNERS}
-        kept = [path for path in changed if not CACHES.search(path)]
-        self.uncommitted += [path for path in kept if path not in self.uncommitted]
-        if name == "shell" and result.get("success") and GIT_COMMIT.search(command):
-            self.uncommitted.clear()
         named = run_by(command, self.unrun | made) if name == "shell" else set()
         tested = result.get("output") and self.unrun  # pytest: names no program
         ran = name == "shell" and result.get("success") and not only_looks(command)

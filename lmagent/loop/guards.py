@@ -1,4 +1,5 @@
-"""Loop detection: identical tool calls repeated by the model warn, then stop the run."""
+"""Loop detection: identical tool calls repeated by the model warn, then stop the run; steps
+that achieve nothing end it early (NoProgress)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,26 @@ class LoopDetector:
             self.counts = {}  # a new change to the workspace: earlier repeats were not a loop
         self.counts[key] = self.counts.get(key, 0) + 1
         return self.counts[key]
+
+
+class NoProgress:
+    """Counts steps in a row that changed no file and ran no call that succeeded and was new
+    (a call repeated with the files as they were gives what it gave before): at `stop_at` the
+    run ends, long before its iteration limit. Seen: a 1.5B model alternating two failing
+    replies, which no "three in a row" count catches, for hundreds of steps."""
+
+    def __init__(self, stop_at: int = 6):
+        self.stop_at = stop_at
+        self.idle = 0
+        self.problem = ""  # the last thing that went wrong, for the ending
+
+    def record(self, progressed: bool, problem: str = "") -> str:
+        """Count a step; the run's ending ("no progress in 6 steps: ...") when it is due."""
+        self.problem = problem or self.problem
+        self.idle = 0 if progressed else self.idle + 1
+        if self.idle < self.stop_at:
+            return ""
+        return f"no progress in {self.idle} steps: {self.problem or 'nothing changed'}"
 
 
 def _normalise(value: object) -> object:

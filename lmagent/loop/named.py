@@ -45,16 +45,6 @@ def example_paths(task: str) -> set[str]:
     }
 
 
-CHANGE_VERBS = (
-    "add", "fix", "change", "update", "rename", "implement", "refactor", "edit", "modify",
-    "remove", "delete", "replace", "convert", "append", "insert", "correct",
-)  # fmt: skip
-_ASKS_CHANGE = re.compile(rf"(?:^|[.:;!]\s+)(?:please\s+)?(?:{'|'.join(CHANGE_VERBS)})\b", re.I)
-
-
-_ABOUT_GIT = re.compile(r"\b(?:git|commit|branch|repositor|merge|rebase|tag|stash)", re.I)
-
-
 def absent_named(task: str, look: Look) -> list[str]:
     """The files a task names when none of the paths it names is in the workspace (examples
     aside): then it may have been given in another folder than the one holding them. Judged
@@ -78,40 +68,20 @@ def not_in_workspace(paths: list[str], root: object) -> str:
     )
 
 
-def asks_commit(task: str) -> bool:
-    return re.search(r"\bcommit", task, re.I) is not None
+class TaskAsks:
+    """The paths a task names (`named`), those of them not there when it was given
+    (`to_create`: a program block without a path may be for one of them) and, when none of
+    them is in the workspace, those (`not_here`). A resumed run knows only `named`: the rest
+    were judged when the task was given, against the files as they were then."""
 
-
-def asks_git(task: str) -> bool:
-    """A task about the repository (what git does there no checkpoint sees)."""
-    return (
-        re.search(r"\b(?:git|commit|branch|repositor|merge|rebase|tag|stash)", task, re.I)
-        is not None
-    )
-
-
-def files_to_change(task: str, look: Look) -> list[str]:
-    """The files a task that asks for a change (it, or a sentence of it, starts with a verb
-    such as add or fix) names and that exist; none for any other task (a question, a new
-    file)."""
-    if not _ASKS_CHANGE.search(task.strip()):
-        return []
-    examples = example_paths(task)
-    named = [path for path in named_paths(task) if not path.endswith("/")]
-    return [p for p in named if p not in examples and look("read", {"path": p}).get("success")]
-
-
-def unmade(paths: list[str], look: Look) -> dict[str, str]:
-    """Of the files a task asks for (`paths`, folders aside), those still missing or empty:
-    {path: "missing" or "empty"}."""
-    found = {}
-    for path in (path for path in paths if not path.endswith("/")):
-        read = look("read", {"path": path})
-        if not read.get("success"):
-            found[path] = "missing"
-        elif not str(read.get("content", "")).strip() and not read.get("truncated"):
-            found[path] = "empty"
-    return found
+    def __init__(self, task: str, look: Look | None = None):
+        self.named = named_paths(task)
+        self.to_create: list[str] = []
+        self.not_here: list[str] = []
+        if look is not None:
+            examples = example_paths(task)
+            self.to_create = [p for p in self.named if p not in examples and can_create(p, look)]
+            self.not_here = absent_named(task, look)
 
 
 def named_files_message(task: str, look: Look) -> str:

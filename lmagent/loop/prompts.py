@@ -86,21 +86,6 @@ NUDGE_NOTHING_DONE = (
 )
 
 
-def write_example(path: str) -> str:
-    """How to write `path`, shown (a small model told only "write it" answers in prose)."""
-    return (
-        f"To write {path}: its path on a line of its own, then its whole content in a fenced "
-        f"block:\n{path}\n```\n…\n```"
-    )
-
-
-def unmade_nudge(unmade: dict[str, str]) -> str:
-    """For a model finishing while files the task asks for are missing or empty."""
-    return (
-        f"Not finished: {unmade_text(unmade)}. Make it as the task says, then reply TASK_COMPLETE."
-    )
-
-
 def not_run_again(command: str, error: str) -> str:
     """For a small model repeating actions that failed, with no file changed since: the
     command (when it is one line) and its error said again, with what to do when the error
@@ -110,23 +95,6 @@ def not_run_again(command: str, error: str) -> str:
     if "exited with code" in error:
         told += " Change what the error points at first, or do something else."
     return told
-
-
-def unmade_text(unmade: dict[str, str]) -> str:
-    """ "the task asks for squares.py, which is not written yet; older.txt is empty (...)"."""
-    missing = [path for path, why in unmade.items() if why == "missing"]
-    empty = [path for path, why in unmade.items() if why == "empty"]
-    parts = [f"the task asks for {', '.join(missing)}, not written yet"] if missing else []
-    parts += [f"{path} is empty: what wrote it found nothing" for path in empty]
-    return "; ".join(parts)
-
-
-def answer_not_saved(path: str) -> str:
-    """For a model that answered in prose where the task asks it to write the answer."""
-    return (  # shown the file written with the answer in it, it replied WAIT or BLOCKED
-        f"Your answer is not saved: the task asks you to write it to {path}, which does not "
-        "exist yet. Write it now with a ```bash block."
-    )
 
 
 BAD_WAIT = (

@@ -46,8 +46,7 @@ from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.checks import COMMITTED_NEXT, GIT_COMMIT, RAN_NEXT, WorkChecks, next_step
 from lmagent.loop.compaction import Compactor
-from lmagent.loop.finishing import TaskAsks
-from lmagent.loop.guards import LoopDetector
+from lmagent.loop.guards import LoopDetector, NoProgress
 from lmagent.loop.history import (
     RESULT_TAG,
     PairedHistory,
@@ -56,7 +55,7 @@ from lmagent.loop.history import (
     result_messages,
 )
 from lmagent.loop.merge import merge_python
-from lmagent.loop.named import file_for_block, named_files_message, not_in_workspace
+from lmagent.loop.named import TaskAsks, file_for_block, named_files_message, not_in_workspace
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Speeds, Ticker
@@ -77,7 +76,6 @@ from lmagent.loop.prompts import (
     REPEATED_FAILURE,
     REPEATED_SUCCESS,
     announces_work,
-    answer_not_saved,
     bare_complete,
     final_text,
     not_run_again,
@@ -88,8 +86,8 @@ from lmagent.loop.prompts import (
     resume_message,
     shows_code,
     system_prompt,
-    write_example,
 )
+from lmagent.loop.verify import CHECK_TIMEOUT, Verifier, not_verified
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
 from lmagent.tools.files import existing_paths
@@ -108,13 +106,14 @@ __all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
-SHORT_ANSWER = 80  # characters of a prose answer asked to be written to the file wanted
+NO_PROGRESS_STEPS = 6  # steps in a row that achieve nothing end the run (0: never)
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
 RESAMPLES = 2  # a small model's reply that repeats an earlier one is asked for again this often
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
+NOTHING_DONE = "nothing done: the model declared the task complete without acting or answering"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
 SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
 CONTINUED = ("\\", "|", "&&", "||", "{", "(", "do", "then", "else")  # a shell line goes on
@@ -188,6 +187,8 @@ class AgentRun:
         agent_id: str = "main",
         max_iterations: int | None = None,
         context_length: int | None = None,
+        verify: bool = True,
+        no_progress_steps: int = NO_PROGRESS_STEPS,
     ):
         self.config = config
         self.session = session
@@ -222,7 +223,13 @@ class AgentRun:
         self.failed: dict[tuple[str, str], str] = {}  # (reply, files before or after): error
         self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
         self.unstick = False  # the last reply repeated an earlier one: sample the next
-        self.asks = TaskAsks(str(session.meta.get("task") or ""))  # what the task asks for
+        self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
+        self.verify = verify  # finishes checked by running things (lmagent.loop.verify)
+        self.verifier = Verifier(self.harness_shell, self.look)
+        self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
+        self.step_ok = False  # a call of this step succeeded
+        self.problem = ""  # what went wrong in this step, for a no-progress ending
+        self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
         self.outcome = Outcome()  # what this run did, for its ending
@@ -353,7 +360,8 @@ class AgentRun:
         answering = self.reply_rule() == "answer"
         reply = self.resampled(self.query())
         said, before = self.notice_repeat(reply), self.files()
-        self.ran, self.error = [], ""
+        self.ran, self.error, self.step_ok, self.problem = [], "", False, ""
+        repeat, changes = self.unstick, self.changes
         try:
             self.take(reply, answering)
         finally:  # the same reply again, with the files as it found or left them, is a repeat
@@ -361,6 +369,14 @@ class AgentRun:
             self.replies |= {(said, before)} | {(done, after) for done in {said, *_parts(self.ran)}}
             if self.ran and self.error:
                 self.failed |= {(said, before): self.error, (said, after): self.error}
+        self.count_progress(self.changes > changes or (self.step_ok and not repeat))
+
+    def count_progress(self, progressed: bool) -> None:
+        """End the run (blocked) after steps in a row that changed nothing and ran nothing new
+        that worked (lmagent.loop.guards.NoProgress)."""
+        ending = self.progress.record(progressed, self.error or self.problem)
+        if ending:
+            raise Blocked(ending)
 
     def files(self) -> str:
         """The workspace's files as the last checkpoint saw them (its tree), or, without
@@ -405,7 +421,8 @@ class AgentRun:
         self.format_errors = 0
         self.nudges = 0
         self.run_calls(message, calls, native)
-        if COMPLETE_LINE.search(reply.content) and self.last_calls_ok and self.saw_output(calls):
+        finished = COMPLETE_LINE.search(reply.content) and self.last_calls_ok
+        if finished and self.saw_output(calls) and not self.finishes_unverified():
             raise Completed(final_text(reply.content))
 
     @property
@@ -428,6 +445,28 @@ class AgentRun:
         if text:
             self.session.append({"role": "user", "content": text, "note": "named files"})
             self.emit("status", message="showed the model the files the task names")
+        self.show_task_commands(task)
+
+    def show_task_commands(self, task: str) -> None:
+        """Before the first reply to a new task: the commands it quotes, run, and their output
+        (lmagent.loop.verify): the model sees the crash it is to fix."""
+        self.verifier = Verifier(self.harness_shell, self.look, task)
+        text = self.verify and self.verifier.before_start()
+        if text:
+            self.session.append({"role": "user", "content": text, "note": "task commands"})
+
+    def harness_shell(self, command: str) -> dict | None:
+        """A check's command, run as the shell tool runs the model's (in the sandbox), when
+        the permission gate allows it; None when it does not, or there is no shell tool."""
+        if "shell" not in self.toolset or (self.gate.needs_asking(True) and not self.gate.ask):
+            return None
+        allowed, _ = self.gate.request("shell", {"command": command}, True)
+        if not allowed:
+            return None
+        self.emit("status", message=f"checking: {command}")
+        return self.toolset.execute(
+            self.ctx, "shell", {"command": command, "timeout": int(CHECK_TIMEOUT)}
+        )
 
     def look(self, name: str, arguments: dict) -> dict:
         """A reading tool's result, run for the model (never one that changes things)."""
@@ -670,6 +709,7 @@ class AgentRun:
                 f"(last problem: {shortened(problem, 200)})"
             )
         self.emit("status", message=f"format error {self.format_errors}/{MAX_FORMAT_ERRORS}")
+        self.problem = shortened(problem, 160)
         self.session.append({"role": "user", "content": problem, "note": "format error"})
 
     def push(self, text: str, stuck: str) -> None:
@@ -680,6 +720,7 @@ class AgentRun:
 
     def nudge(self, text: str) -> None:
         self.nudges += 1
+        self.problem = shortened(text, 160)
         self.emit("status", message="the model stopped early; nudging it to continue")
         self.session.append({"role": "user", "content": text, "note": "nudge"})
 
@@ -706,6 +747,7 @@ class AgentRun:
                 results.append({"success": False, "error": call["refused"]})
                 continue
             result = self.run_call(call)
+            self.step_ok = self.step_ok or bool(result.get("success"))
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
             if not (result.get("success") or self.error):
                 self.error = _error_of(result)
@@ -759,18 +801,16 @@ class AgentRun:
 
     def name_next_step(self, name: str, arguments: object, result: dict, ran: bool) -> None:
         """For a small model, on the result of a write (lmagent.loop.checks.next_step), of
-        the first clean run of what it changed (`ran`) or of a commit, while nothing the task
-        asks for is missing (a 1.5B model that had committed as asked went on to ls, git
-        status, git diff and the same commit again)."""
+        the first clean run of what it changed (`ran`) or of a commit (a 1.5B model that had
+        committed as asked went on to ls, git status, git diff and the same commit again)."""
         path = arguments.get("path", "") if isinstance(arguments, dict) else ""
         command = arguments.get("command", "") if isinstance(arguments, dict) else ""
         committed = name == "shell" and result.get("success") and GIT_COMMIT.search(str(command))
         if name == "write" and result.get("success"):
-            others = {other: why for other, why in self.unmade().items() if other != path}
-            result["next"] = next_step(str(path), others)
-        elif ran and not self.unmade():
+            result["next"] = next_step(str(path))
+        elif ran:
             result["next"] = RAN_NEXT
-        elif committed and not self.unmade():
+        elif committed:
             result["next"] = COMMITTED_NEXT
 
     def merged_block(self, arguments: dict) -> tuple[dict, str]:
@@ -855,7 +895,7 @@ class AgentRun:
             return
         if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
             return
-        if COMPLETE_LINE.search(content) and self.finishes_undone():
+        if COMPLETE_LINE.search(content) and self.finishes_unverified():
             return
         if COMPLETE_LINE.search(content) and self.finishes_unchecked():
             return
@@ -875,66 +915,63 @@ class AgentRun:
             return
         if self.text_calls and not (self.called_tools or self.nudged_nothing):
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
-            self.nudge(self.nothing_done_nudge(content))
+            self.nudge(self.nothing_done_nudge())
             return
-        if not self.finishes_undone():
+        if not self.finishes_unverified():
             raise Completed(content.strip())
 
-    def finishes_undone(self) -> bool:
-        """Nudge (True) a model calling tools as text (a small one) that finishes, after
-        acting, while the task still asks for something (lmagent.loop.finishing), each kind
-        once (one that did nothing is asked by nothing_done_nudge)."""
-        question = (
-            self.text_calls and self.called_tools and self.asks.undone(self.checks, self.outcome)
-        )
-        if question:
-            self.nudge(question)
-        return bool(question)
+    def finishes_unverified(self) -> bool:
+        """Refuse (True) a finish after files changed in this run while the check that applies
+        fails, showing the model the failure (lmagent.loop.verify); after MAX_REFUSALS the run
+        ends blocked, "not verified: ...", never completed."""
+        if not (self.verify and self.outcome.files):
+            return False
+        failed = self.verifier.failure(self.outcome.files)
+        if failed is None:
+            return False
+        if self.verifier.exhausted():
+            raise Blocked(not_verified(failed))
+        self.nudge(self.verifier.refusal(failed))
+        return True
 
-    def nothing_done_nudge(self, answer: str = "") -> str:
+    def nothing_done_nudge(self) -> str:
         """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
-        small one, told only "nothing has been done", asked which task was meant), and how to
-        write the one file it asks for, holding the model's `answer` when that is short."""
+        small one, told only "nothing has been done", asked which task was meant)."""
         task = str(self.session.meta.get("task") or "").strip()
         if not self.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
             return NUDGE_NOTHING_DONE
-        files = [path for path in self.asks.to_create if not path.endswith("/")]
-        answer = answer.strip()
-        if len(files) == 1 and 0 < len(answer) <= SHORT_ANSWER and "\n" not in answer:
-            return answer_not_saved(files[0])
-        example = f"\n\n{write_example(files[0])}" if len(files) == 1 else ""
-        return f"{NUDGE_NOTHING_DONE}{example}\n\nThe task: {task}"
+        return f"{NUDGE_NOTHING_DONE}\n\nThe task: {task}"
 
     def code_nudge(self) -> str:
         return NUDGE_CODE_BLOCKS if self.text_calls else NUDGE_CODE
 
-    def unmade(self) -> dict[str, str]:
-        """The files the task asks for that are still missing or empty."""
-        return self.asks.unmade()
-
     def finishes_unchecked(self) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with
-        changes it has not looked at (lmagent.loop.checks)."""
-        nudge = self.text_calls and self.checks.before_finishing()
+        changes it has not looked at (lmagent.loop.checks), unless the harness has just run
+        their tests or the task's commands and they passed."""
+        nudge = self.text_calls and not self.verifier.confirmed and self.checks.before_finishing()
         if nudge:
             self.nudge(nudge)
         return bool(nudge)
 
     def claims_without_tools(self, content: str) -> bool:
         """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that
-        shows code (a small model "doing" the task in prose and a code block) or, after a nudge,
-        says nothing else (told to act, it declares the task done instead)."""
-        if self.called_tools or self.nudged_nothing:
+        shows code (a small model "doing" the task in prose and a code block) or says nothing
+        else (calling tools as text, or after a nudge). Calling tools as text, a bare
+        TASK_COMPLETE again, in a run that never acted, ends it blocked: nothing was done and
+        nothing answered (a 1.5B model's only reply to a
+        refactoring task was "Task_COMPLETE"). A resumed run may finish what an earlier one
+        did."""
+        if self.called_tools or self.earlier_iterations:
             return False
-        if shows_code(content):
-            self.nudged_nothing = True
-            self.nudge(self.code_nudge())
-            return True
-        if bare_complete(content) and self.nudges > 0:
-            self.nudged_nothing = True
-            self.nudge(self.nothing_done_nudge())
-            return True
-        return False
+        bare = bare_complete(content) and (self.text_calls or self.nudges > 0)
+        if bare and self.nudged_nothing and self.text_calls:
+            raise Blocked(NOTHING_DONE)
+        if self.nudged_nothing or not (bare or shows_code(content)):
+            return False
+        self.nudged_nothing = True
+        self.nudge(self.code_nudge() if shows_code(content) else self.nothing_done_nudge())
+        return True
 
     def decide_wait(self, content: str) -> bool:
         """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise."""

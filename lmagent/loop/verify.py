@@ -1,0 +1,158 @@
+"""Checks by running things, never by the task's words (as aider's --auto-test): a command the
+task quotes is run before the model's first reply and its output shown; a finish after files
+changed is accepted when the check that applies passes: the workspace's tests, else the
+commands the task quotes as code, else each Python program changed must compile (run without
+the arguments it needs, a correct program may fail). Otherwise the model is shown the failure,
+at most MAX_REFUSALS times, and then the run ends "not verified". Each check is the harness's
+own shell call, run in the sandbox only when the permission gate allows it. Seen: a 1.5B model
+ended "completed" with a test file pytest could not collect, and with all of an exercise's
+tests failing after a sub-agent said "Implemented".
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from lmagent.core.text import shortened
+
+RUNNERS = ("python3", "python", "pytest")  # the commands a task may quote that are run
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+PROMPT_LINE = re.compile(r"^\s*\$ (.+)$", re.M)
+BARE_RUN = re.compile(r"(?<![\w/.-])(?:python3?|pytest) [\w./-]+\.py\b")  # python3 report.py
+TEST_FILES = ("**/test_*.py", "**/*_test.py")
+QUIET = "PYTHONDONTWRITEBYTECODE=1 "  # a check leaves no __pycache__ behind
+PYTEST = QUIET + "python3 -m pytest -q -x -p no:cacheprovider"
+COMPILE = "python3 -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")'"
+NO_PYTEST = "No module named pytest"
+USAGE_ERROR = 2  # argparse's exit code: the program wants arguments, it did not crash
+MAX_COMMANDS = 2  # task commands run
+SHOWN_CHARS = 1500  # of a check's output, its end
+CHECK_TIMEOUT = 60
+MAX_REFUSALS = 2  # finishes refused for a failing check before the run ends not verified
+
+Shell = Callable[[str], dict | None]  # runs a command as the harness, None when not allowed
+Look = Callable[[str, dict], dict]
+
+
+@dataclass
+class Check:
+    command: str
+    result: dict
+
+    @property
+    def failed(self) -> bool:
+        """A failure: a non-zero exit, except a program's usage error and a timeout (a server,
+        a program waiting for input: nothing to judge); pytest collecting no tests fails."""
+        code = self.result.get("exit_code")
+        if code is None:
+            return False
+        return code != 0 and not (code == USAGE_ERROR and "pytest" not in self.command)
+
+    def shown(self) -> str:
+        """The command, how it ended and the end of its output, for the model."""
+        output = str(self.result.get("output") or "").strip()
+        if len(output) > SHOWN_CHARS:
+            output = "…" + output[-SHOWN_CHARS:]
+        code = self.result.get("exit_code")
+        ended = "timed out" if code is None else f"exit code {code}"
+        return f"$ {self.command}\n({ended})\n{output}".rstrip()
+
+    def last_line(self) -> str:
+        lines = str(self.result.get("output") or "").strip().splitlines()
+        code = self.result.get("exit_code")
+        return shortened(lines[-1].strip(), 160) if lines else f"exit code {code}"
+
+
+def task_commands(task: str, look: Look, bare: bool = True) -> list[str]:
+    """The commands a task quotes literally (a `code` span, a `$ ` line and, with `bare`,
+    python3 or pytest and a .py file in the text, its arguments unknown) that run Python on a
+    file in the workspace, or pytest: what the user saw fail or wants to work. Nothing is read
+    from the task's other words."""
+    quoted = CODE_SPAN.findall(task) + PROMPT_LINE.findall(task)
+    found = []
+    for command in (c.strip() for c in quoted + BARE_RUN.findall(task) * bare):
+        words = command.split()
+        if not words or words[0] not in RUNNERS or command in found:
+            continue
+        files = [w for w in words[1:] if w.endswith(".py")]
+        if all(look("read", {"path": f}).get("success") for f in files[:1]):
+            found.append(command)
+    return found[:MAX_COMMANDS]
+
+
+def test_files(look: Look) -> list[str]:
+    """The workspace's test files (test_*.py, *_test.py)."""
+    found = []
+    for pattern in TEST_FILES:
+        found += look("glob", {"pattern": pattern}).get("matches") or []
+    return sorted(set(found))
+
+
+class Verifier:
+    """The checks of one run: `before_start` runs the task's commands; `failure` runs the check
+    that applies to a finish and returns it when it failed; `refuse` counts the refusals."""
+
+    def __init__(self, shell: Shell, look: Look, task: str = ""):
+        self.shell = shell
+        self.look = look
+        self.commands = task_commands(task, look) if task else []  # shown before the start
+        self.quoted = task_commands(task, look, bare=False) if task else []  # checks
+        self.refused = 0
+        self.confirmed = False  # the last finish's tests or task commands ran and passed
+
+    def before_start(self) -> str:
+        """The task's commands run now, as a message for the model; blank when none ran."""
+        checks = [c for c in map(self.run, self.commands) if c is not None]
+        if not checks:
+            return ""
+        shown = "\n\n".join(f"```\n{check.shown()}\n```" for check in checks)
+        return f"The commands named in the task, run before you start:\n\n{shown}"
+
+    def failure(self, changed: list[str]) -> Check | None:
+        """The first failing check for a finish after `changed` files; None when all pass or
+        none applies."""
+        commands = self.applying(changed)
+        checks = [check for check in map(self.run, commands) if check is not None]
+        failed = next((check for check in checks if check.failed), None)
+        self.confirmed = failed is None and any(not c.startswith(COMPILE) for c in commands)
+        return failed
+
+    def applying(self, changed: list[str]) -> list[str]:
+        """The workspace's tests when it has any, else the commands the task quotes as code,
+        else compiling each Python program changed."""
+        if test_files(self.look):
+            return [PYTEST]
+        if self.quoted:
+            return [QUIET + command for command in self.quoted]
+        programs = [p for p in changed if PurePosixPath(p).suffix == ".py"]
+        present = [p for p in programs if self.look("read", {"path": p}).get("success")]
+        return [f"{COMPILE} {shlex.quote(p)}" for p in present]
+
+    def run(self, command: str) -> Check | None:
+        result = self.shell(command)
+        if result is None:
+            return None
+        check = Check(command.removeprefix(QUIET), result)
+        if check.command.startswith("python3 -m pytest") and NO_PYTEST in str(result.get("output")):
+            return None  # no pytest where commands run: nothing to judge by
+        return check
+
+    def refusal(self, check: Check) -> str:
+        """What the model is told when its finish is refused for `check`; raises nothing."""
+        self.refused += 1
+        return (
+            f"Not finished: the check below fails. Fix what it shows, then reply TASK_COMPLETE."
+            f"\n\n```\n{check.shown()}\n```"
+        )
+
+    def exhausted(self) -> bool:
+        return self.refused >= MAX_REFUSALS
+
+
+def not_verified(check: Check) -> str:
+    """How a run whose check kept failing ends."""
+    return f"not verified: {check.command} failed ({check.last_line()})"
