@@ -130,7 +130,6 @@ class Runtime:
         client.dropped_params |= unsent_at_start(self.model.supports_tools)
         self.tool_mode = choose_tool_mode(self.config, self.model)  # a run may have learned
         client.tool_mode = self.tool_mode.mode
-        client.sampler = self.profile.sampler_for(self.config)
         client.profile = self.profile.as_event(self.config)
         return client
 

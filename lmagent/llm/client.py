@@ -526,7 +526,6 @@ class LLMClient:
         self.dropped_params: set[str] = set()
         # native | text | constrained (TOOL_CALL_MODE; "auto" is decided by llm/toolmode.py)
         self.tool_mode = "native" if config.tool_call_mode == "auto" else config.tool_call_mode
-        self.sampler: dict = {}  # sampler fields of this server sent with each request (profile.py)
         # the model profile the runtime set this client up with (its settings are this client's
         # config): the session event carries it
         self.profile: dict | None = None
@@ -583,7 +582,6 @@ class LLMClient:
             body["model"] = self.model
         if self.config.llm_max_tokens:
             body["max_tokens"] = self.config.llm_max_tokens
-        body.update(self.sampler)
         if tools and self.native_tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"

@@ -11,10 +11,9 @@ value set to its own default cannot be told from one left unset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from lmagent.core.config import Config
-from lmagent.llm.quirks import server_named
 
 SMALL_PARAMETERS = 4.0  # billions: a model this size or smaller gets the small profile
 TINY_PARAMETERS = 0.5  # billions: this size or smaller, the tiny one
@@ -45,7 +44,6 @@ class Profile:
     tool_call_mode: str  # TOOL_CALL_MODE it asks for
     temperature: float | None  # LLM_TEMPERATURE it asks for; None: as set
     max_tokens: int  # LLM_MAX_TOKENS it asks for; 0: the server's own
-    sampler: dict = field(default_factory=dict)  # request fields holding repetition back
     facts: Facts = Facts()
 
     def settings(self, config: Config) -> dict:
@@ -62,12 +60,6 @@ class Profile:
             if value is not None and _is_default(config, name) and value != getattr(config, name)
         }
 
-    def sampler_for(self, config: Config) -> dict:
-        """The repetition fields sent with each request: none once LLM_TEMPERATURE is set to
-        another value than the profile's (sampling is then the user's alone)."""
-        ours = config.llm_temperature == self.temperature or _is_default(config, "llm_temperature")
-        return dict(self.sampler) if ours else {}
-
     def describe(self, config: Config) -> str:
         """One line for the banner: the profile, what it was chosen from, and what it does."""
         if self.name == "default":
@@ -78,8 +70,6 @@ class Profile:
         doing.append(f"temperature {config.llm_temperature:g}")
         if config.llm_max_tokens:
             doing.append(f"replies up to {config.llm_max_tokens} tokens")
-        if self.sampler_for(config):
-            doing.append("repetition penalised")
         return f"profile: {self.name} model ({self.facts.describe()}) — {', '.join(doing)}"
 
     def as_event(self, config: Config) -> dict:
@@ -93,7 +83,6 @@ class Profile:
             "tool_call_mode": config.tool_call_mode,
             "temperature": config.llm_temperature,
             "max_tokens": config.llm_max_tokens,
-            "sampler": self.sampler_for(config),
         }
 
 
@@ -102,18 +91,16 @@ def choose_profile(facts: Facts) -> Profile:
     parameters = facts.parameters
     if parameters is None or parameters > SMALL_PARAMETERS:
         return Profile("default", "auto", "auto", None, 0, facts=facts)
-    server = server_named(facts.source)
-    sampler = dict(server.repetition) if server else {}
     if parameters <= TINY_PARAMETERS:
         # measured with SmolLM2-135M: offered 30 tools at temperature 0.65 it picks one at
         # random; greedy, with files and shell only, it does one step and answers. Its chat
         # template knows no tools: TOOL_CALL_MODE=auto finds the form (constrained, or text)
-        return Profile("tiny", "tiny", "auto", 0.0, REPLY_CAP, sampler, facts)
+        return Profile("tiny", "tiny", "auto", 0.0, REPLY_CAP, facts=facts)
     # measured with Qwen2.5-Coder-1.5B: greedy sampling follows the call format more
     # reliably; llama.cpp returned native tool_calls for 0 of 24 of its requests (it writes
     # its calls as text) and the native schemas cost 2,875 tokens: calls as text, six core
     # tools described in the prompt and the others on demand
-    return Profile("small", "compact", "text", 0.0, REPLY_CAP, sampler, facts)
+    return Profile("small", "compact", "text", 0.0, REPLY_CAP, facts=facts)
 
 
 def _is_default(config: Config, name: str) -> bool:

@@ -5,8 +5,7 @@ A new server quirk goes here: the client, the runtime and the loop read these ta
 test for a server by name themselves. Three tables:
 
 - SERVERS: how each kind of server is recognised (the endpoint that says what is loaded), where
-  it tells the model's size, the sampler fields it takes, and what is known about it before
-  the first request.
+  it tells the model's size, and what is known about it before the first request.
 - OPTIONAL_PARAMS and RETRY_POLICY: request fields a server may refuse, and what the client does
   about each kind of failure (the words in error bodies that tell the kinds apart).
 - REPLY_FORMAT: the one form of `response_format` every server here honours for a JSON schema.
@@ -36,21 +35,17 @@ from lmagent.llm.errors import LLMError, LLMTimeout, LLMUnreachable, StreamBroke
 
 @dataclass(frozen=True)
 class Server:
-    """One kind of server: where it says what is loaded, what that answer tells us, and which
-    sampler fields it takes."""
+    """One kind of server: where it says what is loaded and what that answer tells us."""
 
     source: str  # the name ModelInfo.source gives it
     info_path: str  # GET endpoint describing the loaded model(s); probed in table order
     label: str  # what the user is told
     size_path: str = ""  # where the model's parameter count is told (probe.py reads it)
-    # request fields that hold a small model's repetition back, where the server takes them
-    # (sent with the small-model profile; another server would ignore or refuse them)
-    repetition: tuple[tuple[str, object], ...] = ()
     window_fix: str = ""  # how a user gives the model a larger window, when the server decides
 
 
-# The repetition fields a server takes (its row's `repetition`): repeat_penalty 1.1 over the
-# last 64 tokens (Ollama's own default) and llama.cpp's DRY sampler (0.8). None is sent: with
+# No repetition field is sent (llama.cpp's repeat_penalty 1.1 over the last 64 tokens, as
+# Ollama's default, and its DRY sampler 0.8 were tried): with
 # them the 1.5B model solved 0 of 3 own benchmark tasks that it solved without them (rename,
 # csv-sum, json-flag; greedy, one server, alternated, 2026-11-27): a code edit repeats names
 # and lines on purpose. A reply that loops is cut off by the client instead (CUT_REPEATING).
