@@ -1,34 +1,25 @@
 """The execution loop every front end shares.
 
 A step is: maybe compact, query the model, then either run the tool calls or decide whether the
-reply ends the run. How a run ends is expressed by small exceptions (mini-swe-agent style); the
-transcript is durable after every message, so a crash still leaves a resumable session.
-What the model is told and how its plain replies are read lives in lmagent/loop/prompts.py.
+reply ends the run. How a run ends is expressed by small exceptions (lmagent/loop/endings.py);
+the transcript is durable after every message, so a crash still leaves a resumable session.
+What the model is told and how its plain replies are read lives in lmagent/loop/prompts.py; the
+rules for small models beside the loop (lmagent/loop/policy.py names them): repeats.py for a
+reply that repeats an earlier one, finish.py for a reply without tool calls.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from lmagent.checkpoints.recorder import StepRecorder, needs_checkpoint
 from lmagent.core.config import Config
-from lmagent.core.status import (
-    STATUS_BLOCKED,
-    STATUS_COMPLETED,
-    STATUS_ERROR,
-    STATUS_INTERRUPTED,
-    STATUS_MAX_ITERATIONS,
-    STATUS_RUNNING,
-    STATUS_WAITING,
-)
+from lmagent.core.status import STATUS_ERROR, STATUS_RUNNING
 from lmagent.core.stop import StopToken
-from lmagent.core.text import shortened
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import (
     CUT_REPEATING,
@@ -46,6 +37,8 @@ from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.checks import COMMITTED_NEXT, GIT_COMMIT, RAN_NEXT, WorkChecks, next_step
 from lmagent.loop.compaction import Compactor
+from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
+from lmagent.loop.finish import Done, Finish
 from lmagent.loop.guards import LoopDetector, NoProgress
 from lmagent.loop.history import (
     RESULT_TAG,
@@ -58,36 +51,25 @@ from lmagent.loop.merge import merge_python
 from lmagent.loop.named import TaskAsks, file_for_block, named_files_message, not_in_workspace
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
+from lmagent.loop.policy import RULES, Nudges, reply_rule
 from lmagent.loop.progress import TOOL_FIRST, Speeds, Ticker
 from lmagent.loop.prompts import (
-    BAD_WAIT,
-    BLOCKED_LINE,
     COMPLETE_LINE,
     MADE_UP_RESULTS,
-    NUDGE_ANNOUNCED,
-    NUDGE_BLOCKED,
-    NUDGE_CODE,
-    NUDGE_CODE_BLOCKS,
-    NUDGE_EMPTY,
-    NUDGE_NOTHING_DONE,
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
     REPEATED_FAILURE,
     REPEATED_SUCCESS,
-    announces_work,
-    bare_complete,
     final_text,
-    not_run_again,
-    open_work_nudge,
     parse_plan,
     parse_wait,
     progress_message,
     resume_message,
-    shows_code,
     system_prompt,
 )
-from lmagent.loop.verify import CHECK_TIMEOUT, Verifier, not_verified
+from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
+from lmagent.loop.verify import CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
 from lmagent.tools.files import existing_paths
@@ -102,57 +84,24 @@ from lmagent.tools.registry import (
 )
 from lmagent.tools.toolset import build_toolset
 
-__all__ = ["RunResult", "parse_plan", "parse_wait", "resume_message", "run_agent", "system_prompt"]
+__all__ = [
+    "RESAMPLES",
+    "RULES",
+    "UNSTICK_TEMPERATURE",
+    "RunResult",
+    "parse_plan",
+    "parse_wait",
+    "resume_message",
+    "run_agent",
+    "system_prompt",
+]
 
-MAX_FORMAT_ERRORS = 3
-MAX_NUDGES = 3
 NO_PROGRESS_STEPS = 6  # steps in a row that achieve nothing end the run (0: never)
-TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
 FILES_SHOWN = 10  # files a shell command changed, named in its result
-UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
-RESAMPLES = 2  # a small model's reply that repeats an earlier one is asked for again this often
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
-NOTHING_DONE = "nothing done: the model declared the task complete without acting or answering"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
 SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
-CONTINUED = ("\\", "|", "&&", "||", "{", "(", "do", "then", "else")  # a shell line goes on
-
-
-# --------------------------------------------------------------------------- how runs end
-
-
-class RunEnded(Exception):
-    status = STATUS_COMPLETED
-
-    def __init__(self, message: str = "", **extra):
-        super().__init__(message)
-        self.message = message
-        self.extra = extra
-
-
-class Completed(RunEnded):
-    status = STATUS_COMPLETED
-
-
-class Blocked(RunEnded):
-    status = STATUS_BLOCKED
-
-
-class Waiting(RunEnded):
-    status = STATUS_WAITING
-
-
-class Interrupted(RunEnded):
-    status = STATUS_INTERRUPTED
-
-
-class LimitsExceeded(RunEnded):
-    status = STATUS_MAX_ITERATIONS
-
-
-class Failed(RunEnded):
-    status = STATUS_ERROR
 
 
 @dataclass
@@ -187,7 +136,7 @@ class AgentRun:
         agent_id: str = "main",
         max_iterations: int | None = None,
         context_length: int | None = None,
-        verify: bool = True,
+        rules: frozenset[str] = RULES,
         no_progress_steps: int = NO_PROGRESS_STEPS,
     ):
         self.config = config
@@ -205,30 +154,29 @@ class AgentRun:
         self.loops = LoopDetector()
         self.iterations = 0
         self.tokens = 0  # used by this run (the session's meta counts its whole life)
-        self.format_errors = 0
-        self.nudges = 0
-        self.nudged_open_work = False
-        self.nudged_code = False
-        self.nudged_nothing = False
-        self.nudged_blocked = False  # since the last call that succeeded
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.called_tools = False  # in this run
         self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
         self.speeds = Speeds()  # the model's, as the server measures them
         self.last_calls_ok = True
         self.loop_message = ""
-        self.replies: set[tuple[str, str]] = set()  # (reply, files before or after it)
         self.ran: list[dict] = []  # the calls of this step that ran
         self.error = ""  # the first error they met
-        self.failed: dict[tuple[str, str], str] = {}  # (reply, files before or after): error
         self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
-        self.unstick = False  # the last reply repeated an earlier one: sample the next
         self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
-        self.verify = verify  # finishes checked by running things (lmagent.loop.verify)
-        self.verifier = Verifier(self.harness_shell, self.look)
         self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
         self.step_ok = False  # a call of this step succeeded
-        self.problem = ""  # what went wrong in this step, for a no-progress ending
+        self.rules = _known(rules)  # the small-model rules applied (lmagent.loop.policy)
+        self.nudges = Nudges(lambda text: self.emit("status", message=text), session.append)
+        self.repeats = Repeats(
+            self.rules,
+            self.nudges,
+            config.llm_temperature,
+            lambda: self.text_calls,
+            self.files,
+            self.text_calls_in,
+        )
+        self.finishing = Finish(self.rules, self.nudges, self.checks, self.harness_shell, self.look)
         self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
         self._system: tuple[str, dict] | None = None  # (call form, message)
         self.final_result: dict | None = None
@@ -358,23 +306,20 @@ class AgentRun:
         self.count_iteration()
         self.compact_if_needed()
         answering = self.reply_rule() == "answer"
-        reply = self.resampled(self.query())
-        said, before = self.notice_repeat(reply), self.files()
-        self.ran, self.error, self.step_ok, self.problem = [], "", False, ""
-        repeat, changes = self.unstick, self.changes
+        reply = self.repeats.resampled(self.query(), self.reply_again)
+        said, before = self.repeats.notice(reply), self.files()
+        self.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
+        repeat, changes = self.repeats.unstick, self.changes
         try:
             self.take(reply, answering)
-        finally:  # the same reply again, with the files as it found or left them, is a repeat
-            after = self.files()
-            self.replies |= {(said, before)} | {(done, after) for done in {said, *_parts(self.ran)}}
-            if self.ran and self.error:
-                self.failed |= {(said, before): self.error, (said, after): self.error}
+        finally:  # what it did, for a repeat of it to be known
+            self.repeats.remember(said, before, self.ran, self.error)
         self.count_progress(self.changes > changes or (self.step_ok and not repeat))
 
     def count_progress(self, progressed: bool) -> None:
         """End the run (blocked) after steps in a row that changed nothing and ran nothing new
         that worked (lmagent.loop.guards.NoProgress)."""
-        ending = self.progress.record(progressed, self.error or self.problem)
+        ending = self.progress.record(progressed, self.error or self.nudges.problem)
         if ending:
             raise Blocked(ending)
 
@@ -396,7 +341,7 @@ class AgentRun:
             raise Completed(final_text(reply.content))
         if reply.finish_reason == CUT_REPEATING:
             self.session.append(assistant_message(reply, []))  # kept to one copy of the loop
-            self.push(NUDGE_REPEATING, "the model keeps repeating itself")
+            self.nudges.push(NUDGE_REPEATING, "the model keeps repeating itself")
             return
         made_up = self.text_calls and RESULT_TAG in reply.content
         if made_up:  # results a small model writes for its own actions: made up, not kept
@@ -405,24 +350,27 @@ class AgentRun:
             calls, native = self.parse(reply)
         except FormatError as exc:
             self.session.append(assistant_message(reply, []))
-            self.reprompt(str(exc))
+            self.nudges.reprompt(str(exc))
             return
         message = assistant_message(reply, calls if native else [])
         if not calls and made_up:
             self.session.append(message)
-            self.reprompt(MADE_UP_RESULTS)
+            self.nudges.reprompt(MADE_UP_RESULTS)
             return
         if not calls:
             self.session.append(message)
-            self.decide(reply.content)
+            self.finishing.decide(reply.content, self.done())
             return
-        if self.fails_again(reply, message):
+        if self.repeats.fails_again(reply, message):
             return
-        self.format_errors = 0
-        self.nudges = 0
+        self.nudges.forgive()
         self.run_calls(message, calls, native)
         finished = COMPLETE_LINE.search(reply.content) and self.last_calls_ok
-        if finished and self.saw_output(calls) and not self.finishes_unverified():
+        if (
+            finished
+            and self.saw_output(calls)
+            and not self.finishing.finishes_unverified(self.done())
+        ):
             raise Completed(final_text(reply.content))
 
     @property
@@ -430,6 +378,19 @@ class AgentRun:
         """The model calls tools as text (a small one): fenced blocks are actions, and the
         checks and nudges written for small models apply."""
         return self.client.tool_form == "text"
+
+    def done(self) -> Done:
+        """What the run has done, for a finish to be judged by (lmagent.loop.finish)."""
+        state = self.session.state
+        return Done(
+            text_calls=self.text_calls,
+            acted=self.called_tools,
+            resumed=bool(self.earlier_iterations),
+            last_calls_ok=self.last_calls_ok,
+            changed=self.outcome.files,
+            open_work=len(state.open_todos() or state.open_steps()),
+            task=str(self.session.meta.get("task") or ""),
+        )
 
     def saw_output(self, calls: list[dict]) -> bool:
         """Whether a reply that ends the task with calls can end it: with text calls (small
@@ -439,21 +400,15 @@ class AgentRun:
 
     def show_named_files(self, task: str) -> None:
         """Before the first reply to a new task: the files and folders it names, as they are
-        (lmagent.loop.named)."""
+        (lmagent.loop.named), and the commands it quotes, run (lmagent.loop.finish)."""
         self.asks = TaskAsks(task, self.look)
-        text = named_files_message(task, self.look)
+        text = "named_files" in self.rules and named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text, "note": "named files"})
             self.emit("status", message="showed the model the files the task names")
-        self.show_task_commands(task)
-
-    def show_task_commands(self, task: str) -> None:
-        """Before the first reply to a new task: the commands it quotes, run, and their output
-        (lmagent.loop.verify): the model sees the crash it is to fix."""
-        self.verifier = Verifier(self.harness_shell, self.look, task)
-        text = self.verify and self.verifier.before_start()
-        if text:
-            self.session.append({"role": "user", "content": text, "note": "task commands"})
+        commands = self.finishing.before_start(task)
+        if commands:
+            self.session.append({"role": "user", "content": commands, "note": "task commands"})
 
     def harness_shell(self, command: str) -> dict | None:
         """A check's command, run as the shell tool runs the model's (in the sandbox), when
@@ -517,95 +472,25 @@ class AgentRun:
                 raise
             return self.ask_model(tools, temperature)
 
+    def reply_again(self, temperature: float) -> Reply:
+        """Another reply to the same prompt, sampled at `temperature`: a new step for the
+        front ends, which end the streamed reply that was not taken."""
+        self.emit("iteration", n=self.iterations, max=self.max_iterations)
+        return self.query(temperature=temperature)
+
+    def reply_rule(self) -> str:
+        """What the next reply must do: "call", "answer" or "" (lmagent.loop.policy)."""
+        if "act_then_answer" not in self.rules:
+            return ""
+        tool_set, form = self.client.config.tool_set, self.client.tool_form
+        return reply_rule(tool_set, form, self.session.history)
+
     def offered_schemas(self) -> list[dict]:
         """The tools' schemas for the request: with constrained calls, a path that must exist
         is chosen among the workspace's own (a small model cannot invent one)."""
         if self.client.tool_form == "constrained":
             return self.toolset.choosing(existing_paths(self.ctx.workspace))
         return self.toolset.schemas() if self.client.uses_tool_schemas else []
-
-    def reply_rule(self) -> str:
-        """With constrained calls, TOOL_SET=tiny holds the model to act, then answer: a reply to
-        the user's message must call a tool, a reply to tool results must answer (a tiny model
-        that may answer first invents files and says "done"; one that may call again repeats
-        its call forever). Without a schema nothing can hold it: no rule."""
-        tiny = self.client.config.tool_set == "tiny" and self.client.tool_form == "constrained"
-        if not tiny or not self.session.history:
-            return ""
-        return "call" if self.session.history[-1]["role"] == "user" else "answer"
-
-    def resampled(self, reply):
-        """A small model's action that repeats an earlier reply with no file changed since,
-        asked for again at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is taken. A
-        repeat that enters the history is copied again by the model, however it is told; asked
-        again, the prompt is the same, so the server reads all of it from its cache. (Running a
-        test again after a fix is no repeat; a repeated answer stands: it is how a model
-        insists it is done.) A sample that writes tool results itself is made up (at 1.0 a
-        1.5B model wrote "results" and BLOCKED in one of ten samples) and is not taken; when
-        no sample does something new, the reply runs as it was."""
-        if not (self.text_calls and self.samples_cold and self.repeats_an_action(reply)):
-            return reply
-        for _ in range(RESAMPLES):
-            self.emit("status", message="the reply repeats an earlier one; asking again")
-            self.emit("iteration", n=self.iterations, max=self.max_iterations)  # a new reply
-            sample = self.query(temperature=UNSTICK_TEMPERATURE)
-            if not (self.repeats_an_action(sample) or RESULT_TAG in sample.content):
-                return sample
-        self.emit("status", message="no new reply; taking the repeated one")
-        return reply
-
-    def fails_again(self, reply, message: dict) -> bool:
-        """For a small model (text calls, cold sampling), actions that failed before, with no
-        file changed since, are not run again (True): they would fail the same way, and a
-        failure repeated in the history is copied again (a 1.5B model ran `python3 app.py Ann
-        --shout` five times, its parser refusing --shout each time). The model is told so,
-        with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked."""
-        error = self.failed.get(self.said(reply))
-        if not (self.text_calls and self.samples_cold) or error is None:
-            return False
-        self.session.append(message)
-        self.emit("status", message="not run: it failed before, and nothing has changed since")
-        calls = self.actions_of(reply)
-        arguments = calls[0]["arguments"] if len(calls) == 1 else {}
-        command = str(arguments.get("command", "")) if isinstance(arguments, dict) else ""
-        self.push(not_run_again(command, error), "the model keeps repeating actions that fail")
-        return True
-
-    def repeats_an_action(self, reply) -> bool:
-        return bool(self.actions_of(reply)) and self.said(reply) in self.replies
-
-    def actions_of(self, reply) -> list[dict]:
-        """The calls a reply written as text makes; none when it makes none or is malformed."""
-        with contextlib.suppress(FormatError):
-            return [
-                {"name": c["name"], "arguments": c["arguments"]}
-                for c in self.text_calls_of(_ended(reply))
-            ]
-        return []
-
-    @property
-    def samples_cold(self) -> bool:
-        return self.config.llm_temperature < UNSTICK_TEMPERATURE
-
-    def notice_repeat(self, reply) -> str:
-        """A reply the same as an earlier one in this run, with no file changed since, makes the
-        next one sampled: with greedy sampling (a small model's default) the same context gives
-        the same reply, so a model that repeats a failing step after being told would repeat it
-        forever. Returns what the reply does, to be remembered once it has run."""
-        said = self.said(reply)
-        self.unstick = said in self.replies
-        return said[0]
-
-    def said(self, reply) -> tuple[str, str]:
-        """What a reply does, with the files as they are: the same reply after a change is
-        no repeat (a test run again after a fix). Written as text, a reply that acts is its
-        actions: the same command with other words around it is a repeat."""
-        actions = self.actions_of(reply) if self.text_calls else []
-        return (json.dumps(actions, sort_keys=True) if actions else _said(reply)), self.files()
-
-    def next_temperature(self) -> float | None:
-        """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
-        return UNSTICK_TEMPERATURE if self.unstick and self.samples_cold else None
 
     def ask_model(self, tools: bool, temperature: float | None = None):
         messages = self.messages()
@@ -624,7 +509,7 @@ class AgentRun:
                     self.callbacks(reading, shown),
                     self.stop,
                     must,
-                    temperature=temperature or self.next_temperature(),
+                    temperature=temperature or self.repeats.next_temperature(),
                     enough=first_command_end if self.text_calls else None,
                 )
             except (LLMError, LLMStopped):  # interrupted, or failed, mid-reply
@@ -663,7 +548,7 @@ class AgentRun:
         if reply.tool_calls:
             return [dict(c) for c in reply.tool_calls], True
         try:
-            calls = self.text_calls_of(_ended(reply))
+            calls = self.text_calls_in(reply)
         except FormatError:
             self.calls_came_as_text()  # even a broken call written as text: not native
             raise
@@ -673,9 +558,10 @@ class AgentRun:
             call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
         return calls, False
 
-    def text_calls_of(self, content: str) -> list[dict]:
+    def text_calls_in(self, reply: Reply) -> list[dict]:
         """Calls written as text; fenced blocks are actions where the prompt teaches them, and
         a program block without a path is the named file it is for (lmagent.loop.named)."""
+        content = _ended(reply)
         if not self.text_calls:
             return extract_text_calls(content, self.parameters())
 
@@ -699,30 +585,6 @@ class AgentRun:
             self.emit("status", message=mode.describe())
 
     # ------------------------------------------------------------------ history
-
-    def reprompt(self, problem: str) -> None:
-        """Tell the model its reply could not be used; after MAX_FORMAT_ERRORS the run fails."""
-        self.format_errors += 1
-        if self.format_errors > MAX_FORMAT_ERRORS:
-            raise Failed(
-                f"the model's replies could not be used {self.format_errors} times in a row "
-                f"(last problem: {shortened(problem, 200)})"
-            )
-        self.emit("status", message=f"format error {self.format_errors}/{MAX_FORMAT_ERRORS}")
-        self.problem = shortened(problem, 160)
-        self.session.append({"role": "user", "content": problem, "note": "format error"})
-
-    def push(self, text: str, stuck: str) -> None:
-        """Nudge the model on; after MAX_NUDGES in a row the run ends blocked with `stuck`."""
-        if self.nudges >= MAX_NUDGES:
-            raise Blocked(stuck)
-        self.nudge(text)
-
-    def nudge(self, text: str) -> None:
-        self.nudges += 1
-        self.problem = shortened(text, 160)
-        self.emit("status", message="the model stopped early; nudging it to continue")
-        self.session.append({"role": "user", "content": text, "note": "nudge"})
 
     # ------------------------------------------------------------------ tools
 
@@ -751,7 +613,8 @@ class AgentRun:
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
             if not (result.get("success") or self.error):
                 self.error = _error_of(result)
-            self.nudged_blocked = self.nudged_blocked and not result.get("success")
+            if result.get("success"):
+                self.finishing.call_succeeded()
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
             results.append(result)
@@ -879,115 +742,6 @@ class AgentRun:
 
     # ------------------------------------------------------------------ endings
 
-    def decide(self, content: str) -> None:
-        """A reply without tool calls: finish, park, or push the model to keep going."""
-        if not content.strip():
-            self.reprompt(NUDGE_EMPTY)
-            return
-        blocked = BLOCKED_LINE.search(content)
-        if blocked and not self.last_calls_ok and not self.nudged_blocked:
-            self.nudged_blocked = True  # a small model gives up at its first error
-            self.nudge(NUDGE_BLOCKED)
-            return
-        if blocked:
-            raise Blocked(blocked.group(1).strip())
-        if self.decide_wait(content):
-            return
-        if COMPLETE_LINE.search(content) and self.claims_without_tools(content):
-            return
-        if COMPLETE_LINE.search(content) and self.finishes_unverified():
-            return
-        if COMPLETE_LINE.search(content) and self.finishes_unchecked():
-            return
-        if COMPLETE_LINE.search(content):
-            raise Completed(final_text(content))
-        if announces_work(content):
-            self.push(NUDGE_ANNOUNCED, "the model keeps announcing work without calling tools")
-            return
-        if shows_code(content) and not self.called_tools and not self.nudged_code:
-            self.nudged_code = True  # once: a how-to answer may show code on purpose
-            self.nudge(self.code_nudge())
-            return
-        unfinished = self.session.state.open_todos() or self.session.state.open_steps()
-        if unfinished and not self.nudged_open_work:
-            self.nudged_open_work = True
-            self.nudge(open_work_nudge(len(unfinished)))
-            return
-        if self.text_calls and not (self.called_tools or self.nudged_nothing):
-            self.nudged_nothing = True  # a small model answers "8421" where it was to write it
-            self.nudge(self.nothing_done_nudge())
-            return
-        if not self.finishes_unverified():
-            raise Completed(content.strip())
-
-    def finishes_unverified(self) -> bool:
-        """Refuse (True) a finish after files changed in this run while the check that applies
-        fails, showing the model the failure (lmagent.loop.verify); after MAX_REFUSALS the run
-        ends blocked, "not verified: ...", never completed."""
-        if not (self.verify and self.outcome.files):
-            return False
-        failed = self.verifier.failure(self.outcome.files)
-        if failed is None:
-            return False
-        if self.verifier.exhausted():
-            raise Blocked(not_verified(failed))
-        self.nudge(self.verifier.refusal(failed))
-        return True
-
-    def nothing_done_nudge(self) -> str:
-        """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
-        small one, told only "nothing has been done", asked which task was meant)."""
-        task = str(self.session.meta.get("task") or "").strip()
-        if not self.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
-            return NUDGE_NOTHING_DONE
-        return f"{NUDGE_NOTHING_DONE}\n\nThe task: {task}"
-
-    def code_nudge(self) -> str:
-        return NUDGE_CODE_BLOCKS if self.text_calls else NUDGE_CODE
-
-    def finishes_unchecked(self) -> bool:
-        """Nudge once (True) a model calling tools as text (a small one) that finishes with
-        changes it has not looked at (lmagent.loop.checks), unless the harness has just run
-        their tests or the task's commands and they passed."""
-        nudge = self.text_calls and not self.verifier.confirmed and self.checks.before_finishing()
-        if nudge:
-            self.nudge(nudge)
-        return bool(nudge)
-
-    def claims_without_tools(self, content: str) -> bool:
-        """Nudge once (True) for a TASK_COMPLETE before any tool was called in this run that
-        shows code (a small model "doing" the task in prose and a code block) or says nothing
-        else (calling tools as text, or after a nudge). Calling tools as text, a bare
-        TASK_COMPLETE again, in a run that never acted, ends it blocked: nothing was done and
-        nothing answered (a 1.5B model's only reply to a
-        refactoring task was "Task_COMPLETE"). A resumed run may finish what an earlier one
-        did."""
-        if self.called_tools or self.earlier_iterations:
-            return False
-        bare = bare_complete(content) and (self.text_calls or self.nudges > 0)
-        if bare and self.nudged_nothing and self.text_calls:
-            raise Blocked(NOTHING_DONE)
-        if self.nudged_nothing or not (bare or shows_code(content)):
-            return False
-        self.nudged_nothing = True
-        self.nudge(self.code_nudge() if shows_code(content) else self.nothing_done_nudge())
-        return True
-
-    def decide_wait(self, content: str) -> bool:
-        """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise."""
-        try:
-            parsed = parse_wait(content)
-        except ValueError:
-            self.reprompt(BAD_WAIT)
-            return True
-        if parsed is None:
-            return False
-        when, reason = parsed
-        if when <= datetime.now(timezone.utc):
-            self.nudge(f"The time {when.isoformat()} has already passed; continue the task now.")
-            return True
-        raise Waiting(reason or "waiting", wait_until=when.isoformat(), wait_reason=reason)
-
     def make_plan(self) -> None:
         """Ask for a numbered plan and for the user's approval before any tool runs."""
         self.session.append({"role": "user", "content": PLAN_REQUEST, "note": "plan"})
@@ -1061,6 +815,14 @@ def _failure(exc: Exception, session_id: str) -> Failed:
     return Failed(f"internal error: {type(exc).__name__}: {exc}", traceback=traceback.format_exc())
 
 
+def _known(rules: frozenset[str]) -> frozenset[str]:
+    """The rules a run is given, all of them named in lmagent.loop.policy.RULES."""
+    unknown = set(rules) - RULES
+    if unknown:
+        raise ValueError(f"unknown small-model rules: {', '.join(sorted(unknown))}")
+    return frozenset(rules)
+
+
 def _try_json(raw) -> object:
     try:
         return parse_arguments(raw)
@@ -1074,34 +836,6 @@ def _compactor(config: Config, context_length: int | None) -> Compactor:
     if context_length:
         threshold = min(threshold, int(context_length * 0.7))
     return Compactor(threshold)
-
-
-def _said(reply) -> str:
-    """What a reply says and calls, to compare it with another."""
-    return reply.content.strip() + json.dumps(reply.tool_calls or [], sort_keys=True)
-
-
-def _parts(calls: list[dict]) -> list[str]:
-    """What each call that ran did alone, and each line of a shell command of several, as
-    `said` writes a reply of only that: a failed `python3 hello.py` run again alone, after
-    `echo "Hello, world!" > hello.py` and it in one command, with nothing changed since, is a
-    repeat (a 1.5B model then ran it five times)."""
-    parts = [[call] for call in calls]
-    for call in calls:
-        arguments = call["arguments"] if isinstance(call["arguments"], dict) else {}
-        if call["name"] == "shell" and isinstance(arguments.get("command"), str):
-            lines = _command_lines(arguments["command"])
-            parts += [[{"name": "shell", "arguments": {"command": line}}] for line in lines]
-    return [json.dumps(part, sort_keys=True) for part in parts]
-
-
-def _command_lines(command: str) -> list[str]:
-    """The lines of a command of several that are each a command; none when they are not (a
-    here-document, a continued line, quotes across lines)."""
-    lines = [line.strip() for line in command.splitlines() if line.strip()]
-    continued = any(line.endswith(CONTINUED) for line in lines)
-    quoted = any(line.count('"') % 2 or line.count("'") % 2 for line in lines)
-    return lines if len(lines) > 1 and "<<" not in command and not (continued or quoted) else []
 
 
 def _error_of(result: dict) -> str:

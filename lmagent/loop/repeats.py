@@ -1,0 +1,159 @@
+"""A small model's repeats: a reply that does what an earlier one did, with no file changed
+since, gives what it gave then. With greedy sampling (a small model's default) the same
+context gives the same reply, and a repeat that enters the history is copied again, however
+the model is told; so a repeated action is asked for again, sampled warm ("resample"), one
+that failed before is not run again ("not_run_again"), and the reply after a repeat is
+sampled ("sample_after_repeat"). Rules by name: lmagent.loop.policy.RULES."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+
+from lmagent.llm.client import Reply
+from lmagent.llm.toolcalls import FormatError
+from lmagent.loop.history import RESULT_TAG
+from lmagent.loop.policy import Nudges
+from lmagent.loop.prompts import not_run_again
+
+UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
+RESAMPLES = 2  # a small model's reply that repeats an earlier one is asked for again this often
+CONTINUED = ("\\", "|", "&&", "||", "{", "(", "do", "then", "else")  # a shell line goes on
+
+Said = tuple[str, str]  # what a reply does, and the files as they were
+
+
+class Repeats:
+    """The replies of one run and what they did, with the files before and after them.
+
+    `text_calls` says whether the model calls tools as text (a small one) now; `files` is the
+    workspace's files as the last checkpoint saw them; `calls_in` the calls a reply written as
+    text makes (raises FormatError)."""
+
+    def __init__(
+        self,
+        rules: frozenset[str],
+        nudges: Nudges,
+        temperature: float,
+        text_calls: Callable[[], bool],
+        files: Callable[[], str],
+        calls_in: Callable[[Reply], list[dict]],
+    ):
+        self.rules = rules
+        self.nudges = nudges
+        self.samples_cold = temperature < UNSTICK_TEMPERATURE
+        self.text_calls = text_calls
+        self.files = files
+        self.calls_in = calls_in
+        self.replies: set[Said] = set()  # (reply, files before or after it)
+        self.failed: dict[Said, str] = {}  # (reply, files before or after): error
+        self.unstick = False  # the last reply repeated an earlier one: sample the next
+
+    def small(self) -> bool:
+        """The rules apply: a model calling tools as text, sampled cold."""
+        return self.text_calls() and self.samples_cold
+
+    def resampled(self, reply: Reply, again: Callable[[float], Reply]) -> Reply:
+        """A small model's action that repeats an earlier reply with no file changed since,
+        asked for again (`again`) at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is
+        taken. A repeat that enters the history is copied again by the model, however it is
+        told; asked again, the prompt is the same, so the server reads all of it from its
+        cache. (Running a test again after a fix is no repeat; a repeated answer stands: it is
+        how a model insists it is done.) A sample that writes tool results itself is made up
+        (at 1.0 a 1.5B model wrote "results" and BLOCKED in one of ten samples) and is not
+        taken; when no sample does something new, the reply runs as it was."""
+        if "resample" not in self.rules or not (self.small() and self.repeats_an_action(reply)):
+            return reply
+        for _ in range(RESAMPLES):
+            self.nudges.status("the reply repeats an earlier one; asking again")
+            sample = again(UNSTICK_TEMPERATURE)
+            if not (self.repeats_an_action(sample) or RESULT_TAG in sample.content):
+                return sample
+        self.nudges.status("no new reply; taking the repeated one")
+        return reply
+
+    def fails_again(self, reply: Reply, message: dict) -> bool:
+        """For a small model (text calls, cold sampling), actions that failed before, with no
+        file changed since, are not run again (True): they would fail the same way, and a
+        failure repeated in the history is copied again (a 1.5B model ran `python3 app.py Ann
+        --shout` five times, its parser refusing --shout each time). The model is told so,
+        with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked."""
+        error = self.failed.get(self.said(reply))
+        if "not_run_again" not in self.rules or not self.small() or error is None:
+            return False
+        self.nudges.append(message)
+        self.nudges.status("not run: it failed before, and nothing has changed since")
+        calls = self.actions_of(reply)
+        arguments = calls[0]["arguments"] if len(calls) == 1 else {}
+        command = str(arguments.get("command", "")) if isinstance(arguments, dict) else ""
+        stuck = "the model keeps repeating actions that fail"
+        self.nudges.push(not_run_again(command, error), stuck)
+        return True
+
+    def repeats_an_action(self, reply: Reply) -> bool:
+        return bool(self.actions_of(reply)) and self.said(reply) in self.replies
+
+    def actions_of(self, reply: Reply) -> list[dict]:
+        """The calls a reply written as text makes; none when it makes none or is malformed."""
+        with contextlib.suppress(FormatError):
+            return [{"name": c["name"], "arguments": c["arguments"]} for c in self.calls_in(reply)]
+        return []
+
+    def notice(self, reply: Reply) -> str:
+        """A reply the same as an earlier one in this run, with no file changed since, makes the
+        next one sampled: with greedy sampling (a small model's default) the same context gives
+        the same reply, so a model that repeats a failing step after being told would repeat it
+        forever. Returns what the reply does, to be remembered once it has run."""
+        said = self.said(reply)
+        self.unstick = said in self.replies
+        return said[0]
+
+    def said(self, reply: Reply) -> Said:
+        """What a reply does, with the files as they are: the same reply after a change is
+        no repeat (a test run again after a fix). Written as text, a reply that acts is its
+        actions: the same command with other words around it is a repeat."""
+        actions = self.actions_of(reply) if self.text_calls() else []
+        return (json.dumps(actions, sort_keys=True) if actions else _said(reply)), self.files()
+
+    def remember(self, said: str, before: str, ran: list[dict], error: str) -> None:
+        """A step's reply (`said`, from `notice`) and the calls of it that `ran`, with the files
+        as it found and left them, and the first `error` they met: the same reply again, with
+        the files as it found or left them, is a repeat."""
+        after = self.files()
+        self.replies |= {(said, before)} | {(done, after) for done in {said, *_parts(ran)}}
+        if ran and error:
+            self.failed |= {(said, before): error, (said, after): error}
+
+    def next_temperature(self) -> float | None:
+        """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
+        warm = "sample_after_repeat" in self.rules and self.unstick and self.samples_cold
+        return UNSTICK_TEMPERATURE if warm else None
+
+
+def _said(reply: Reply) -> str:
+    """What a reply says and calls, to compare it with another."""
+    return reply.content.strip() + json.dumps(reply.tool_calls or [], sort_keys=True)
+
+
+def _parts(calls: list[dict]) -> list[str]:
+    """What each call that ran did alone, and each line of a shell command of several, as
+    `said` writes a reply of only that: a failed `python3 hello.py` run again alone, after
+    `echo "Hello, world!" > hello.py` and it in one command, with nothing changed since, is a
+    repeat (a 1.5B model then ran it five times)."""
+    parts = [[call] for call in calls]
+    for call in calls:
+        arguments = call["arguments"] if isinstance(call["arguments"], dict) else {}
+        if call["name"] == "shell" and isinstance(arguments.get("command"), str):
+            lines = _command_lines(arguments["command"])
+            parts += [[{"name": "shell", "arguments": {"command": line}}] for line in lines]
+    return [json.dumps(part, sort_keys=True) for part in parts]
+
+
+def _command_lines(command: str) -> list[str]:
+    """The lines of a command of several that are each a command; none when they are not (a
+    here-document, a continued line, quotes across lines)."""
+    lines = [line.strip() for line in command.splitlines() if line.strip()]
+    continued = any(line.endswith(CONTINUED) for line in lines)
+    quoted = any(line.count('"') % 2 or line.count("'") % 2 for line in lines)
+    return lines if len(lines) > 1 and "<<" not in command and not (continued or quoted) else []
