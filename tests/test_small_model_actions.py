@@ -14,7 +14,7 @@ import pytest
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import named_paths, resembled_file
-from lmagent.loop.run import NO_PROGRESS_STEPS, UNSTICK_TEMPERATURE
+from lmagent.loop.run import NO_PROGRESS_STEPS, RULES, UNSTICK_TEMPERATURE
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
 from tests.conftest import make_config
 from tests.scripted_llm import text
@@ -335,6 +335,21 @@ def test_a_repeated_reply_is_asked_for_again_sampled_and_never_enters_the_histor
     kinds = [e["type"] for e in events if e["type"] in ("iteration", "status", "token")]
     asked = kinds.index("status", kinds.index("token"))
     assert kinds[asked + 1] == "iteration" and kinds[asked + 2] == "token"
+
+
+def test_a_rule_switched_off_changes_only_what_it_does(workspace):
+    """The small-model rules are named pieces (lmagent.loop.policy.RULES). Without "resample"
+    the repeated reply above is taken at once, not asked for again; the rules beside it still
+    apply: it failed before, so it is not run again, and the reply after it is sampled."""
+    same = text("```bash\ncat missing.txt\n```")
+    done = text("It does not exist.\nTASK_COMPLETE")
+    with llama_cpp([same, same, done]) as llm:
+        config = embedded_config(workspace, llm)
+        result = run(config, "fix the bug", rules=RULES - {"resample"})
+        llm.assert_all_used()
+    assert [r["temperature"] for r in llm.requests] == [0.0, 0.0, UNSTICK_TEMPERATURE]
+    assert last_message(llm.requests[2]).startswith("Not run: cat missing.txt would fail")
+    assert result.status == "completed" and result.message == "It does not exist."
 
 
 def test_a_command_run_again_after_a_fix_is_taken_as_it_is(workspace):

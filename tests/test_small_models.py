@@ -32,10 +32,10 @@ def embedded_config(workspace, llm, **changes):
     return config.with_changes(**embedded_llm.embedded_settings(config, llm.url))
 
 
-def run(config, task: str, events: list | None = None):
+def run(config, task: str, events: list | None = None, **options):
     with shared_runtime(config) as runtime:
         sink = (events if events is not None else []).append
-        return run_agent(config, task, sink=sink, **runtime.run_options())
+        return run_agent(config, task, sink=sink, **runtime.run_options(), **options)
 
 
 def request_tokens(body: dict) -> int:
