@@ -47,6 +47,21 @@ RAN_NEXT = (
 )
 
 
+def name_next_step(name: str, arguments: object, result: dict, ran: bool) -> None:
+    """For a small model, on the result of a write (lmagent.loop.checks.next_step), of
+    the first clean run of what it changed (`ran`) or of a commit (a 1.5B model that had
+    committed as asked went on to ls, git status, git diff and the same commit again)."""
+    path = arguments.get("path", "") if isinstance(arguments, dict) else ""
+    command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+    committed = name == "shell" and result.get("success") and GIT_COMMIT.search(str(command))
+    if name == "write" and result.get("success"):
+        result["next"] = next_step(str(path))
+    elif ran:
+        result["next"] = RAN_NEXT
+    elif committed:
+        result["next"] = COMMITTED_NEXT
+
+
 def only_looks(command: str) -> bool:
     """A command that only shows files (cat, head, ls...): it checks content, runs nothing."""
     lines = [line for line in command.splitlines() if line.strip()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from lmagent.llm.client import Reply
+from lmagent.llm.client import CUT_REPEATING, Reply
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.sessions.store import Session
 
@@ -18,6 +18,23 @@ CALL_CUT_OFF = (
 )
 
 RESULT_TAG = "<tool_result"  # opens a result of calls written as text
+
+
+def ended_text(reply: Reply) -> str:
+    """A reply's text, its last fenced block closed when the model stopped inside it (a 1.5B
+    model ended `write app.py '''...'''` there, and the write was lost) but not when the reply
+    was cut short (at its token limit: the block's text is not whole)."""
+    content = before_results(reply.content)
+    fences = sum(line.lstrip().startswith("```") for line in content.splitlines())
+    cut = reply.finish_reason in ("length", CUT_REPEATING)
+    return f"{content.rstrip()}\n```" if fences % 2 and not cut else content
+
+
+def before_results(content: str) -> str:
+    """A reply up to the first tool result it wrote itself (what follows is made up: a 1.5B
+    model put results in a bash block, their lines came back as errors, and it copied those,
+    each reply longer, for five minutes)."""
+    return content.split(RESULT_TAG, 1)[0].rstrip()
 
 
 def assistant_message(reply: Reply, native_calls: list[dict]) -> dict:

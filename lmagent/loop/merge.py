@@ -7,6 +7,7 @@ written as it is, the file would lose everything else.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -37,6 +38,21 @@ def merge_python(old: str, new: str) -> tuple[str, list[str]] | None:
     at = _after_imports(old_tree)
     merged[at:at] = imports
     return "".join(merged + appended), kept
+
+
+def merged_block(arguments: dict, look: Callable[[str, dict], dict]) -> tuple[dict, str]:
+    """A write of a Python file block holding only some of the file's definitions, merged into
+    the file as it is (`look` reads it); a note saying so, blank when written as it is."""
+    path = arguments["path"]
+    old = look("read", {"path": path}) if path.endswith(".py") else {}
+    if not old.get("success") or old.get("truncated"):
+        return arguments, ""
+    merged = merge_python(str(old.get("content", "")), arguments["content"])
+    if merged is None:
+        return arguments, ""
+    kept = ", ".join(merged[1])
+    note = f"your block held only part of {path}: its definitions replaced those in the file; "
+    return {**arguments, "content": merged[0]}, note + f"{kept} kept as they were"
 
 
 def _spans(tree: ast.Module) -> dict[str, tuple[int, int]]:

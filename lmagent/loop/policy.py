@@ -2,7 +2,8 @@
 loop) tell the model with.
 
 The rules themselves live beside the loop: repeats.py (a reply that repeats an earlier one),
-finish.py (a reply without tool calls: finish, refuse, nudge, wait or give up). Each rule is
+finish.py (a reply without tool calls: finish, refuse, nudge, wait or give up), checks.py (the
+next step named in a result). Each rule is
 named in RULES; a run is given the names it applies (`run_agent(..., rules=...)`, all by
 default), so a test can switch one off and see the loop run without it.
 """
@@ -25,6 +26,7 @@ RULES = frozenset(
         "resample",  # a repeated action asked for again, sampled, before it is taken
         "sample_after_repeat",  # the reply after a repeated one sampled warm
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
+        "next_step",  # a write's, a first clean run's or a commit's result names the next step
         "blocked_nudge",  # BLOCKED after a failed call: nudged once to go on
         "claims_without_tools",  # TASK_COMPLETE before any tool, with code or nothing else
         "verify",  # a finish after changes refused while its check fails

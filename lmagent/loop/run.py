@@ -35,7 +35,7 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import COMMITTED_NEXT, GIT_COMMIT, RAN_NEXT, WorkChecks, next_step
+from lmagent.loop.checks import WorkChecks, name_next_step
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
@@ -44,10 +44,12 @@ from lmagent.loop.history import (
     RESULT_TAG,
     PairedHistory,
     assistant_message,
+    before_results,
+    ended_text,
     repair_history,
     result_messages,
 )
-from lmagent.loop.merge import merge_python
+from lmagent.loop.merge import merged_block
 from lmagent.loop.named import TaskAsks, file_for_block, named_files_message, not_in_workspace
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
@@ -345,7 +347,7 @@ class AgentRun:
             return
         made_up = self.text_calls and RESULT_TAG in reply.content
         if made_up:  # results a small model writes for its own actions: made up, not kept
-            reply.content = _before_results(reply.content)
+            reply.content = before_results(reply.content)
         try:
             calls, native = self.parse(reply)
         except FormatError as exc:
@@ -561,7 +563,7 @@ class AgentRun:
     def text_calls_in(self, reply: Reply) -> list[dict]:
         """Calls written as text; fenced blocks are actions where the prompt teaches them, and
         a program block without a path is the named file it is for (lmagent.loop.named)."""
-        content = _ended(reply)
+        content = ended_text(reply)
         if not self.text_calls:
             return extract_text_calls(content, self.parameters())
 
@@ -633,7 +635,7 @@ class AgentRun:
         name, raw, merged = call["name"], call["arguments"], ""
         self.ran.append({"name": name, "arguments": raw})
         if call.get("block") and name == "write":
-            raw, merged = self.merged_block(raw)
+            raw, merged = merged_block(raw, self.look)
         self.emit("tool_call", id=call["id"], name=name, arguments=raw)
         checkpointed = isinstance(name, str) and needs_checkpoint(
             name, self.toolset.changes_things(name)
@@ -648,8 +650,8 @@ class AgentRun:
         arguments = _try_json(raw)
         self.changes += self.changed_files(name, result, change)
         ran_changes = self.checks.record(name, arguments, result, change)
-        if self.text_calls:
-            self.name_next_step(name, arguments, result, ran_changes)
+        if self.text_calls and "next_step" in self.rules:
+            name_next_step(name, arguments, result, ran_changes)
         self.outcome.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
@@ -661,34 +663,6 @@ class AgentRun:
             **change,
         )
         return result
-
-    def name_next_step(self, name: str, arguments: object, result: dict, ran: bool) -> None:
-        """For a small model, on the result of a write (lmagent.loop.checks.next_step), of
-        the first clean run of what it changed (`ran`) or of a commit (a 1.5B model that had
-        committed as asked went on to ls, git status, git diff and the same commit again)."""
-        path = arguments.get("path", "") if isinstance(arguments, dict) else ""
-        command = arguments.get("command", "") if isinstance(arguments, dict) else ""
-        committed = name == "shell" and result.get("success") and GIT_COMMIT.search(str(command))
-        if name == "write" and result.get("success"):
-            result["next"] = next_step(str(path))
-        elif ran:
-            result["next"] = RAN_NEXT
-        elif committed:
-            result["next"] = COMMITTED_NEXT
-
-    def merged_block(self, arguments: dict) -> tuple[dict, str]:
-        """A Python file block holding only some of the file's definitions, merged into the
-        file as it is (lmagent.loop.merge); a note saying so, blank when written as it is."""
-        path = arguments["path"]
-        old = self.look("read", {"path": path}) if path.endswith(".py") else {}
-        if not old.get("success") or old.get("truncated"):
-            return arguments, ""
-        merged = merge_python(str(old.get("content", "")), arguments["content"])
-        if merged is None:
-            return arguments, ""
-        kept = ", ".join(merged[1])
-        note = f"your block held only part of {path}: its definitions replaced those in the file; "
-        return {**arguments, "content": merged[0]}, note + f"{kept} kept as they were"
 
     def execute(self, name: str, raw) -> dict:
         """Check the arguments, ask permission when the mode needs it, then run the tool."""
@@ -845,23 +819,6 @@ def _error_of(result: dict) -> str:
     error = str(result.get("error") or "it failed")
     lines = str(result.get("output") or "").strip().splitlines()
     return f"{error}: {lines[-1].strip()[:200]}" if "exited with code" in error and lines else error
-
-
-def _ended(reply) -> str:
-    """A reply's text, its last fenced block closed when the model stopped inside it (a 1.5B
-    model ended `write app.py '''...'''` there, and the write was lost) but not when the reply
-    was cut short (at its token limit: the block's text is not whole)."""
-    content = _before_results(reply.content)
-    fences = sum(line.lstrip().startswith("```") for line in content.splitlines())
-    cut = reply.finish_reason in ("length", CUT_REPEATING)
-    return f"{content.rstrip()}\n```" if fences % 2 and not cut else content
-
-
-def _before_results(content: str) -> str:
-    """A reply up to the first tool result it wrote itself (what follows is made up: a 1.5B
-    model put results in a bash block, their lines came back as errors, and it copied those,
-    each reply longer, for five minutes)."""
-    return content.split(RESULT_TAG, 1)[0].rstrip()
 
 
 def _is_empty(reply) -> bool:
