@@ -791,6 +791,21 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     assert result.status == "completed" and len(requests) == 4
 
 
+SCRIPT_TEST = "from calc import add\n\nassert add(2, 3) == 5, 'add(2, 3) should be 5'\n"
+
+
+def test_a_test_file_with_asserts_at_the_top_level_is_run_as_a_script(workspace):
+    """pytest collects no test from such a file (exit code 5): the bench's fix-test task ended
+    "not verified" after a right fix. The file is run as a program instead."""
+    (workspace / "calc.py").write_text(ADD_BUG)
+    (workspace / "test_calc.py").write_text(SCRIPT_TEST)
+    steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
+    steps += [text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    assert last_message(requests[2]).startswith("Not finished: the check below fails.")
+    assert result.status == "completed" and len(requests) == 4  # the script passed: accepted
+
+
 def test_a_finish_whose_tests_keep_failing_ends_not_verified_never_completed(workspace):
     """The issue's sub-agent said "Implemented…" and the run ended completed with all the
     tests failing: after MAX_REFUSALS the run ends blocked, naming the check."""

@@ -2,7 +2,8 @@
 task quotes is run before the model's first reply and its output shown; a finish after files
 changed is accepted when the check that applies passes: the workspace's tests, else the
 commands the task quotes as code, else each Python program changed must compile (run without
-the arguments it needs, a correct program may fail). Otherwise the model is shown the failure,
+the arguments it needs, a correct program may fail). Test files pytest collects no test from
+(asserts at the top level) are run as scripts instead. Otherwise the model is shown the failure,
 at most MAX_REFUSALS times, and then the run ends "not verified". Each check is the harness's
 own shell call, run in the sandbox only when the permission gate allows it. Seen: a 1.5B model
 ended "completed" with a test file pytest could not collect, and with all of an exercise's
@@ -28,6 +29,7 @@ QUIET = "PYTHONDONTWRITEBYTECODE=1 "  # a check leaves no __pycache__ behind
 PYTEST = QUIET + "python3 -m pytest -q -x -p no:cacheprovider"
 COMPILE = "python3 -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")'"
 NO_PYTEST = "No module named pytest"
+NO_TESTS = 5  # pytest's exit code when it collected no test: the test files are scripts
 USAGE_ERROR = 2  # argparse's exit code: the program wants arguments, it did not crash
 MAX_COMMANDS = 2  # task commands run
 SHOWN_CHARS = 1500  # of a check's output, its end
@@ -51,6 +53,10 @@ class Check:
         if code is None:
             return False
         return code != 0 and not (code == USAGE_ERROR and "pytest" not in self.command)
+
+    @property
+    def collected_nothing(self) -> bool:
+        return "pytest" in self.command and self.result.get("exit_code") == NO_TESTS
 
     def shown(self) -> str:
         """The command, how it ended and the end of its output, for the model."""
@@ -117,6 +123,9 @@ class Verifier:
         none applies."""
         commands = self.applying(changed)
         checks = [check for check in map(self.run, commands) if check is not None]
+        if any(check.collected_nothing for check in checks):
+            commands = self.scripts()
+            checks = [check for check in map(self.run, commands) if check is not None]
         failed = next((check for check in checks if check.failed), None)
         self.confirmed = failed is None and any(not c.startswith(COMPILE) for c in commands)
         return failed
@@ -131,6 +140,11 @@ class Verifier:
         programs = [p for p in changed if PurePosixPath(p).suffix == ".py"]
         present = [p for p in programs if self.look("read", {"path": p}).get("success")]
         return [f"{COMPILE} {shlex.quote(p)}" for p in present]
+
+    def scripts(self) -> list[str]:
+        """The workspace's test files run as programs, when pytest found no test in them."""
+        files = test_files(self.look)[:MAX_COMMANDS]
+        return [f"{QUIET}python3 {shlex.quote(path)}" for path in files]
 
     def run(self, command: str) -> Check | None:
         result = self.shell(command)
