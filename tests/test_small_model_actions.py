@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from lmagent.checkpoints.steps import Checkpoints
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import merge_python
 from lmagent.loop.named import named_paths, resembled_file
@@ -778,6 +779,47 @@ def test_a_command_the_task_names_is_run_before_the_first_reply(workspace, task)
     assert "The commands named in the task, run before you start" in shown
     assert "$ python3 report.py" in shown and "ZeroDivisionError" in shown
     assert result.status == "completed"  # nothing changed: an answer, not a finish to check
+
+
+def test_a_named_command_that_only_wants_its_arguments_is_not_shown(workspace):
+    """The task names `python3 app.py Ann --shout`; run as `python3 app.py`, argparse's
+    usage error tells the model nothing the task does not."""
+    app = "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('name')\n"
+    (workspace / "app.py").write_text(app + "print(parser.parse_args().name)\n")
+    task = "Add a --shout flag to app.py (python3 app.py Ann --shout prints HELLO ANN)."
+    _, requests, _ = embedded_run(workspace, [text("I see.\nTASK_COMPLETE")], task=task)
+    assert "The commands named in the task" not in str(requests[0]["messages"])
+
+
+SQUARES = "squares.py\n```python\nopen('squares.txt', 'w').write('1\\n4\\n')\n```"
+
+
+def test_a_changed_program_is_run_at_the_finish_as_a_step_that_can_be_undone(workspace):
+    """The 1.5B model wrote squares.py and finished without running it: a compile check
+    passed it. Now the program runs (it wants no arguments), and what it wrote is a step."""
+    steps = [text(SQUARES), *[text("Done.\nTASK_COMPLETE")] * 2]  # the 2nd: asked to check
+    result, _, _ = embedded_run(workspace, steps, task="Write squares.py that writes 1, 4.")
+    assert result.status == "completed"
+    assert (workspace / "squares.txt").read_text() == "1\n4\n"
+    checkpoints = Checkpoints(workspace)
+    made = [s for s in checkpoints.steps(result.session_id) if "squares.txt" in s["changed"]]
+    assert [s["call_id"] for s in made] == ["check-1"]
+    checkpoints.restore(result.session_id, made[0]["step"])
+    assert not (workspace / "squares.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import sys\nprint(sys.argv[1])\n",  # wants an argument: compiled only
+        "import time\ntime.sleep(600)\n",  # still running after PROGRAM_SECONDS: serves
+    ],
+    ids=["reads arguments", "still running"],
+)
+def test_a_changed_program_that_needs_arguments_or_keeps_running_is_no_failure(workspace, program):
+    steps = [text(f"app.py\n```python\n{program}```"), *[text("Done.\nTASK_COMPLETE")] * 2]
+    result, _, _ = embedded_run(workspace, steps, task="Write app.py.")
+    assert result.status == "completed"
 
 
 def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(workspace):

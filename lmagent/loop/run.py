@@ -163,6 +163,7 @@ class AgentRun:
         self.last_calls_ok = True
         self.loop_message = ""
         self.ran: list[dict] = []  # the calls of this step that ran
+        self.checks_run = 0  # the harness's own check commands, each a checkpointed step
         self.error = ""  # the first error they met
         self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
         self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
@@ -421,9 +422,15 @@ class AgentRun:
         if not allowed:
             return None
         self.emit("status", message=f"checking: {command}")
-        return self.toolset.execute(
+        self.checks_run += 1
+        before = self.checkpoints.before("shell")  # a check may change files: undone as a step
+        result = self.toolset.execute(
             self.ctx, "shell", {"command": command, "timeout": int(CHECK_TIMEOUT)}
         )
+        change = self.checkpoints.after(before, "shell", f"check-{self.checks_run}")
+        if change.get("changed"):
+            self.emit("status", message=f"the check changed {', '.join(change['changed'][:5])}")
+        return result
 
     def look(self, name: str, arguments: dict) -> dict:
         """A reading tool's result, run for the model (never one that changes things)."""

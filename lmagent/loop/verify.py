@@ -1,14 +1,15 @@
 """Checks by running things, never by the task's words (as aider's --auto-test): a command the
-task quotes is run before the model's first reply and its output shown; a finish after files
-changed is accepted when the check that applies passes: the workspace's tests, else the
-commands the task quotes as code, else each Python program changed must compile (run without
-the arguments it needs, a correct program may fail). Test files pytest collects no test from
-(asserts at the top level) are run as scripts instead. Otherwise the model is shown the failure,
-at most MAX_REFUSALS times, and then the run ends "not verified". Each check is the harness's
-own shell call, run in the sandbox only when the permission gate allows it. Seen: a 1.5B model
-ended "completed" with a test file pytest could not collect, and with all of an exercise's
-tests failing after a sub-agent said "Implemented".
-"""
+task quotes is run before the model's first reply and its output shown (unless it only asks for
+its arguments); a finish after files changed is accepted when the check that applies passes:
+the workspace's tests, else the commands the task quotes as code, else each Python program
+changed is run (for at most PROGRAM_SECONDS: a usage error, or a program still running then,
+is no failure: it wants arguments, or it serves), or only compiled when it reads arguments or
+input. Test files pytest collects no test from (asserts at the top level) are run as scripts
+instead. Otherwise the model is shown the failure, at most MAX_REFUSALS times, and then the run
+ends "not verified". Each check is the harness's own shell call, run in the sandbox only when
+the permission gate allows it, and checkpointed as a step: what it changes is undone like the
+model's commands. Seen: a 1.5B model ended "completed" with a test file pytest could not
+collect, and with all of an exercise's tests failing after a sub-agent said "Implemented"."""
 
 from __future__ import annotations
 
@@ -28,6 +29,15 @@ TEST_FILES = ("**/test_*.py", "**/*_test.py")
 QUIET = "PYTHONDONTWRITEBYTECODE=1 "  # a check leaves no __pycache__ behind
 PYTEST = QUIET + "python3 -m pytest -q -x -p no:cacheprovider"
 COMPILE = "python3 -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")'"
+# a program that reads arguments or input is only compiled: run without them it may fail right
+TAKES_INPUT = re.compile(
+    r"\bsys\.argv\b|\bargparse\b|\binput\(|\bsys\.stdin\b|\bfileinput\b|\bgetopt\b"
+    r"|^\s*(?:from|import) (?:click|typer)\b",
+    re.M,
+)
+PROGRAM_SECONDS = 20  # a changed program runs this long at most: a server or a wait is no failure
+RUN_PROGRAM = f"timeout {PROGRAM_SECONDS} python3 "
+TIMED_OUT = 124  # timeout's exit code
 NO_PYTEST = "No module named pytest"
 NO_TESTS = 5  # pytest's exit code when it collected no test: the test files are scripts
 USAGE_ERROR = 2  # argparse's exit code: the program wants arguments, it did not crash
@@ -48,11 +58,21 @@ class Check:
     @property
     def failed(self) -> bool:
         """A failure: a non-zero exit, except a program's usage error and a timeout (a server,
-        a program waiting for input: nothing to judge); pytest collecting no tests fails."""
+        a program waiting for input: nothing to judge)."""
         code = self.result.get("exit_code")
         if code is None:
             return False
-        return code != 0 and not (code == USAGE_ERROR and "pytest" not in self.command)
+        return code != 0 and not self.usage_error and not self.cut_short
+
+    @property
+    def cut_short(self) -> bool:
+        """A changed program still running when its time was up (a server, a wait)."""
+        return self.command.startswith(RUN_PROGRAM) and self.result.get("exit_code") == TIMED_OUT
+
+    @property
+    def usage_error(self) -> bool:
+        """The program wants arguments the command did not give (argparse's exit code)."""
+        return self.result.get("exit_code") == USAGE_ERROR and "pytest" not in self.command
 
     @property
     def collected_nothing(self) -> bool:
@@ -111,8 +131,11 @@ class Verifier:
         self.confirmed = False  # the last finish's tests or task commands ran and passed
 
     def before_start(self) -> str:
-        """The task's commands run now, as a message for the model; blank when none ran."""
-        checks = [c for c in map(self.run, self.commands) if c is not None]
+        """The task's commands run now, as a message for the model; blank when none ran. A
+        usage error is not shown: a command named in the text is run without the arguments
+        the text gives it (where they end cannot be told), and the 1.5B model read "the
+        following arguments are required" as the task being impossible."""
+        checks = [c for c in map(self.run, self.commands) if c is not None and not c.usage_error]
         if not checks:
             return ""
         shown = "\n\n".join(f"```\n{check.shown()}\n```" for check in checks)
@@ -127,19 +150,29 @@ class Verifier:
             commands = self.scripts()
             checks = [check for check in map(self.run, commands) if check is not None]
         failed = next((check for check in checks if check.failed), None)
-        self.confirmed = failed is None and any(not c.startswith(COMPILE) for c in commands)
+        programs = (RUN_PROGRAM, COMPILE)
+        self.confirmed = failed is None and any(not c.startswith(programs) for c in commands)
         return failed
 
     def applying(self, changed: list[str]) -> list[str]:
         """The workspace's tests when it has any, else the commands the task quotes as code,
-        else compiling each Python program changed."""
+        else running each Python program changed."""
         if test_files(self.look):
             return [PYTEST]
         if self.quoted:
             return [QUIET + command for command in self.quoted]
         programs = [p for p in changed if PurePosixPath(p).suffix == ".py"]
-        present = [p for p in programs if self.look("read", {"path": p}).get("success")]
-        return [f"{COMPILE} {shlex.quote(p)}" for p in present]
+        checks = [self.program_check(path) for path in programs]
+        return [check for check in checks if check][:MAX_COMMANDS]
+
+    def program_check(self, path: str) -> str | None:
+        """Running a changed program, or compiling one that reads arguments or input; None
+        when it cannot be read (gone, or a link out of the workspace)."""
+        read = self.look("read", {"path": path})
+        if not read.get("success"):
+            return None
+        command = COMPILE + " " if TAKES_INPUT.search(str(read.get("content"))) else RUN_PROGRAM
+        return command + shlex.quote(path)
 
     def scripts(self) -> list[str]:
         """The workspace's test files run as programs, when pytest found no test in them."""
