@@ -185,16 +185,17 @@ def _git(git_dir: Path, *args: str) -> str:
 # --------------------------------------------------------------------------- the agents
 
 
-def lmagent_defaults() -> bench_tasks.Agent:
-    """LMAgent as a user with their own server runs it: LLM_URL, and the benchmark's step cap."""
-    embedded = bench_tasks.lmagent("lmagent-embedded", ROOT, embedded=True)
+def lmagent_defaults(name: str = "lmagent-defaults", root: Path = ROOT) -> bench_tasks.Agent:
+    """LMAgent (the checkout at `root`) as a user with their own server runs it: LLM_URL, and
+    the benchmark's step cap."""
+    embedded = bench_tasks.lmagent(name, root, embedded=True)
 
     def command(task: bench_tasks.Task, folder: Path, url: str) -> tuple[list[str], dict]:
         argv, _ = embedded.command(task, folder, url)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "LLM_URL": f"{url}/v1/chat/completions"}
+        env = {**os.environ, "PYTHONPATH": str(root), "LLM_URL": f"{url}/v1/chat/completions"}
         return argv, {**env, "MAX_ITERATIONS": str(STEPS)}
 
-    return bench_tasks.Agent("lmagent-defaults", command)
+    return bench_tasks.Agent(name, command)
 
 
 def aider(venvs: Path) -> bench_tasks.Agent:
@@ -212,13 +213,16 @@ def aider(venvs: Path) -> bench_tasks.Agent:
     return bench_tasks.Agent("aider", command, base.install)
 
 
-def agents(venvs: Path) -> dict[str, bench_tasks.Agent]:
-    return {
+def agents(venvs: Path, base: Path | None = None) -> dict[str, bench_tasks.Agent]:
+    found = {
         "lmagent-defaults": lmagent_defaults(),
         "lmagent-embedded": bench_tasks.lmagent("lmagent-embedded", ROOT, embedded=True),
         "aider": aider(venvs),
         "mini-text": bench_tasks.mini("mini-text", venvs, text_mode=True),
     }
+    if base is not None:  # another checkout, run as lmagent-defaults runs this one
+        found["lmagent-base"] = lmagent_defaults("lmagent-base", base)
+    return found
 
 
 # --------------------------------------------------------------------------- the results
@@ -278,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()) / "lmbench")
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--keep", type=Path, help="copy each exercise's folder here when it ends")
+    parser.add_argument("--base", type=Path, help="a checkout of the LMAgent to compare with")
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl+C: the running agent's process group and the server are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -292,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(filter(None, args.exercises.split(",")))
     chosen = [e for e in exercises() if not wanted or e.slug in wanted]
     names = args.agents.split(",")
-    known = agents(args.venvs)
+    known = agents(args.venvs, args.base)
     for name in names:
         known[name].install()
     done = {(o.agent, o.task) for o in bench_tasks.load(args.out)}  # goes on from there
