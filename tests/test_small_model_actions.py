@@ -253,6 +253,26 @@ def test_a_program_block_without_a_path_is_the_named_file_it_changes(workspace, 
     assert (workspace / "other.py").read_text() == "x = 1\n"
 
 
+STUB = "def abbreviate(words):\n    pass\n"
+FILLED = (
+    "def abbreviate(words):\n    # the first letter of each word\n"
+    "    words = words.replace('-', ' ').split()\n\n"
+    "    return ''.join(word[0] for word in words).upper()\n"
+)
+
+
+def test_a_block_filling_in_a_stub_is_the_file_that_defines_it(workspace):
+    """Exercism's stubs: the 1.5B model's block shared 1 of its 15 lines with the stub, and was
+    never written; it defines the function the stub defines (the test file does not)."""
+    (workspace / "acronym.py").write_text(STUB)
+    (workspace / "acronym_test.py").write_text(
+        "from acronym import abbreviate\n\n\nclass T:\n    pass\n"
+    )
+    steps = [text(f"Here is the function:\n```python\n{FILLED}```"), text("Done.\nTASK_COMPLETE")]
+    embedded_run(workspace, steps, task="Modify acronym.py; acronym_test.py has its tests.")
+    assert (workspace / "acronym.py").read_text() == FILLED
+
+
 @pytest.mark.parametrize(
     ("reply", "finishes"),
     [

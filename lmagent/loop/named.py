@@ -25,6 +25,7 @@ COUNTED_LINES = 10  # a file longer than this is shown with its line count: a sm
 # counts 17 lines as 1 or 32, and takes the count of a short file for the answer to its task
 FOLDER_FILES = 10  # of a named folder's files, shown while the budget lasts
 RESEMBLES = 0.5  # share of lines in common that makes a block a new version of a file
+TOP_LEVEL_DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.M)
 
 Look = Callable[[str, dict], dict]  # runs a tool by name with arguments, returns its result
 
@@ -171,18 +172,35 @@ def can_create(path: str, look: Look) -> bool:
 
 
 def resembled_file(content: str, paths: list[str], look: Look) -> str:
-    """The file whose lines the block shares most, at least RESEMBLES of them; "" when none
-    does, or two do equally (an example or a new program is not a changed file)."""
+    """The file whose lines the block shares most, at least RESEMBLES of them, else the one
+    Python file defining a function or class the block defines; "" when none does, or two do
+    equally (an example or a new program is not a changed file)."""
     new = content.splitlines()
-    scores = {}
+    texts = {}
     for path in paths:
         read = look("read", {"path": path})
         if read.get("success") and not read.get("truncated") and len(new) > 1:
-            old = str(read.get("content", "")).splitlines()
-            scores[path] = difflib.SequenceMatcher(None, old, new, autojunk=False).ratio()
+            texts[path] = str(read.get("content", ""))
+    scores = {
+        path: difflib.SequenceMatcher(None, text.splitlines(), new, autojunk=False).ratio()
+        for path, text in texts.items()
+    }
     ranked = sorted(scores.items(), key=lambda item: item[1], reverse=True)
     if not ranked or ranked[0][1] < RESEMBLES:
-        return ""
+        return _defining_file(content, texts)
     if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
         return ""
     return ranked[0][0]
+
+
+def _defining_file(content: str, texts: dict[str, str]) -> str:
+    """The one Python file defining at its top level a function or class the block defines:
+    a stub filled in shares too few lines to resemble it (`def abbreviate(words): pass`, and
+    the 1.5B model's 15 lines of it were never written)."""
+    names = set(TOP_LEVEL_DEFINITION.findall(content))
+    holders = [
+        path
+        for path, text in texts.items()
+        if path.endswith(".py") and names & set(TOP_LEVEL_DEFINITION.findall(text))
+    ]
+    return holders[0] if len(holders) == 1 else ""
