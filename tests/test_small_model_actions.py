@@ -910,6 +910,15 @@ def test_no_message_asks_to_rewrite_a_file_the_task_only_names(workspace):
     assert all("users.json has not changed" not in str(r["messages"]) for r in requests)
 
 
+def test_blocked_before_any_action_is_nudged_once(workspace):
+    """Shown an exercise's failing tests with the task, the 1.5B model's first reply was
+    BLOCKED; nudged once, a second BLOCKED ends the run."""
+    steps = [text("BLOCKED: the tests fail."), text("BLOCKED: it cannot be done.")]
+    result, requests, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    assert last_message(requests[1]).startswith("Do not give up before trying.")
+    assert result.status == "blocked" and result.message == "it cannot be done."
+
+
 def test_a_bare_task_complete_before_acting_is_no_ending(workspace):
     """The 1.5B model's only reply to a refactoring task was "Task_COMPLETE" (3 tokens)."""
     steps = [text("Task_COMPLETE"), text("TASK_COMPLETE")]

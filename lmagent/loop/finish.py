@@ -16,6 +16,7 @@ from lmagent.loop.prompts import (
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
     NUDGE_BLOCKED,
+    NUDGE_BLOCKED_FIRST,
     NUDGE_CODE,
     NUDGE_CODE_BLOCKS,
     NUDGE_EMPTY,
@@ -91,13 +92,17 @@ class Finish:
             raise Completed(content.strip())
 
     def gives_up(self, content: str, done: Done) -> bool:
-        """A BLOCKED reply ends the run blocked, but once after a failed call: a small model
-        gives up at its first error (nudged, True)."""
+        """A BLOCKED reply ends the run blocked, but once after a failed call, or (a model
+        calling tools as text) before any call: a small model gives up at its first error,
+        and at the first failing output it is shown (its first reply to 3 of 5 Exercism
+        exercises, shown their failing tests, was BLOCKED) (nudged, True)."""
         blocked = BLOCKED_LINE.search(content)
-        nudge = "blocked_nudge" in self.rules and not (done.last_calls_ok or self.nudged_blocked)
+        first = done.text_calls and not (done.acted or done.resumed)  # a small model's
+        failed = not done.last_calls_ok or first
+        nudge = "blocked_nudge" in self.rules and failed and not self.nudged_blocked
         if blocked and nudge:
             self.nudged_blocked = True
-            self.nudges.nudge(NUDGE_BLOCKED)
+            self.nudges.nudge(NUDGE_BLOCKED if done.acted else NUDGE_BLOCKED_FIRST)
             return True
         if blocked:
             raise Blocked(blocked.group(1).strip())

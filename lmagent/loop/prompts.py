@@ -58,6 +58,11 @@ NUDGE_BLOCKED = (
     "(a wrong path or argument, a missing file or package, a typo in the command) and try "
     "again. Reply BLOCKED again only if it truly cannot be done."
 )
+NUDGE_BLOCKED_FIRST = (
+    "Do not give up before trying. Nothing has been done yet: a failing test or error shown "
+    "with the task is what the task asks you to fix. Make the change it needs with the tools, "
+    "then check it. Reply BLOCKED again only if it truly cannot be done."
+)
 NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
