@@ -129,6 +129,9 @@ def review_run(tab: Page, llm, prefix: str) -> None:
     assert "-print('one')" in card and "+print('two')" in card
     card = approve(tab, "Allow shell?", f"{prefix}_approval_shell.png")
     assert "$ printf 'hello <b>bold</b>" in card
+    # the finish is checked by running the changed program: a shell command, asked like any
+    tab.wait_text("#permission", "python3 app.py")
+    tab.page.click("#permission button.allow")
     tab.page.wait_for_selector(".ending.completed")
 
 

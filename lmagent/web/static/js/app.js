@@ -40,6 +40,7 @@ const state = {
   questions: new Map(),
   timer: null,
   queue: null, // events held while a transcript loads
+  started: new Set(), // the runs whose start the stream has shown
 };
 
 const log = new ChatLog($('log'));
@@ -320,6 +321,7 @@ function handle(type, event) {
 }
 
 function onRun(event) {
+  state.started.add(event.run_id);
   const mine = event.client_id === clientId || event.session_id === state.view;
   if (mine) {
     const other = state.view !== event.session_id;
@@ -388,8 +390,9 @@ async function send() {
     if (status === 202) {
       state.planNext = false;
       attachments.clear();
-      if (!state.run || state.run.run_id !== data.run_id) {
-        // The stream has not shown this run's start (it connected late): replay the run.
+      if (!state.started.has(data.run_id)) {
+        // The stream has not shown this run's start (it connected late): replay the run. (A
+        // quick run may have ended before this answer came: its start was shown, no replay.)
         if (state.view !== data.session_id) clearView();
         setView(data.session_id, true, body.session_id ? '' : message);
         connect(true);
