@@ -14,6 +14,7 @@ import pytest
 
 from lmagent.core.config import Config
 from lmagent.core.workspace import Workspace
+from lmagent.llm import toolmode
 from lmagent.sessions.store import SessionStore
 from lmagent.tools.registry import Services, ToolContext
 from tests.scripted_llm import ScriptedLLM
@@ -61,6 +62,14 @@ def daemons():
             process.kill()
         process.wait(10)
         process.log.close()
+
+
+@pytest.fixture(autouse=True)
+def no_tool_mode_outlives_its_server():
+    """A tool mode decided for one test's server must not reach the next test's server at the
+    same address: ports are reused (CI failed on a 'text' decision left by an earlier test)."""
+    yield
+    toolmode.forget()
 
 
 @pytest.fixture

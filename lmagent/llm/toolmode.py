@@ -63,6 +63,13 @@ def choose(config: Config, info: ModelInfo) -> ToolMode:
         return _decided[key]
 
 
+def forget() -> None:
+    """Forget every decision: a new server may now answer at an address seen before (each
+    test starts its own scripted server, and ports are reused)."""
+    with _lock:
+        _decided.clear()
+
+
 def _key(config: Config, model: str) -> tuple[str, str]:
     return chat_url(config.llm_url), config.llm_model or model
 
