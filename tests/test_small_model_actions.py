@@ -25,6 +25,14 @@ KNOWN = {"read", "write", "edit", "ls", "grep", "shell"}
 CALC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 
 
+LEAP = (
+    "import sys\n\n\ndef leap_year(year):\n"
+    "    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)\n\n\n"
+    "if __name__ == '__main__':\n    print(leap_year(int(sys.argv[1])))\n"
+)
+LEAP_TEST = "from leap import leap_year\n\n\ndef test_2000():\n    assert leap_year(2000)\n"
+
+
 def embedded_run(workspace, turns, task="fix the bug", **changes):
     with llama_cpp(turns) as llm:
         events: list[dict] = []
@@ -308,6 +316,27 @@ def test_a_python_block_without_a_path_is_the_one_python_file_the_task_creates(
         assert then in last_message(requests[1])
     created = sorted(p.name for p in workspace.iterdir() if not p.name.startswith(".lmagent"))
     assert created == ([written] if written else [])
+
+
+@pytest.mark.parametrize(
+    ("files", "task", "then"),
+    [
+        ({"test_leap.py": LEAP_TEST}, "Make leap.py pass its tests.", "python3 -m pytest -q"),
+        ({}, "Fix leap.py so that `python3 leap.py 2000` prints True.", "python3 leap.py 2000"),
+        ({}, "Fix leap.py.", "run it to check it does what the task asks: python3 leap.py"),
+    ],
+)
+def test_the_next_step_after_a_write_is_the_check_a_finish_would_run(workspace, files, task, then):
+    """Told to run `python3 acronym.py` where the exercise's tests were the check, the 1.5B
+    model ran a program that prints nothing and finished; the check it is pointed to is the
+    one its finish gets: the workspace's tests, else the command the task quotes."""
+    (workspace / "leap.py").write_text("def leap_year(year):\n    pass\n")
+    for name, content in files.items():
+        (workspace / name).write_text(content)
+    block = "leap.py\n```python\n" + LEAP + "```"
+    steps = [text(block), text("```bash\npython3 leap.py 2000\n```"), text("TASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task=task)
+    assert then in last_message(requests[1])
 
 
 def test_a_python_block_replaces_the_named_file_the_model_made_wrongly_in_this_task(workspace):

@@ -6,6 +6,7 @@ it done. Asked once to check, it ran the program, saw the error and fixed it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 NUDGE_CHECK = (
@@ -28,12 +29,17 @@ def check_nudge(programs: list[str]) -> str:
     )
 
 
+CheckFor = Callable[[str], "str | None"]  # the check a finish after changing a file would run
 GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
 
 
-def next_step(path: str) -> str:
-    """What a small model is told after it wrote a file: the next step. Without it, it answers
-    a written file with the file again, changed at random, until it breaks it."""
+def next_step(path: str, check: str | None = None) -> str:
+    """What a small model is told after it wrote a file: the next step, the check a finish
+    would run (`check`: the workspace's tests, or the command the task quotes) when there is
+    one, else running the file. Without it, it answers a written file with the file again,
+    changed at random, until it breaks it."""
+    if check:
+        return f"saved; next, check it does what the task asks: {check}"
     runner = RUNNERS.get(Path(path).suffix)
     if not runner:
         return "saved; if that was all the task asks, reply TASK_COMPLETE"
@@ -47,15 +53,18 @@ RAN_NEXT = (
 )
 
 
-def name_next_step(name: str, arguments: object, result: dict, ran: bool) -> None:
-    """For a small model, on the result of a write (lmagent.loop.checks.next_step), of
+def name_next_step(
+    name: str, arguments: object, result: dict, ran: bool, check_for: CheckFor = lambda path: None
+) -> None:
+    """For a small model, on the result of a write (lmagent.loop.checks.next_step, with the
+    check `check_for` names for the file), of
     the first clean run of what it changed (`ran`) or of a commit (a 1.5B model that had
     committed as asked went on to ls, git status, git diff and the same commit again)."""
     path = arguments.get("path", "") if isinstance(arguments, dict) else ""
     command = arguments.get("command", "") if isinstance(arguments, dict) else ""
     committed = name == "shell" and result.get("success") and GIT_COMMIT.search(str(command))
     if name == "write" and result.get("success"):
-        result["next"] = next_step(str(path))
+        result["next"] = next_step(str(path), check_for(str(path)))
     elif ran:
         result["next"] = RAN_NEXT
     elif committed:

@@ -658,7 +658,8 @@ class AgentRun:
         self.changes += self.changed_files(name, result, change)
         ran_changes = self.checks.record(name, arguments, result, change)
         if self.text_calls and "next_step" in self.rules:
-            name_next_step(name, arguments, result, ran_changes)
+            check_for = self.finishing.verifier.check_for
+            name_next_step(name, arguments, result, ran_changes, check_for)
         self.outcome.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(

@@ -165,6 +165,14 @@ class Verifier:
         checks = [self.program_check(path) for path in programs]
         return [check for check in checks if check][:MAX_COMMANDS]
 
+    def check_for(self, path: str) -> str | None:
+        """The check a finish after changing `path` runs, as the model may run it: the tests or
+        the command the task quotes; None when it would only run or compile the program."""
+        commands = self.applying([path])
+        if not commands or commands[0].startswith((RUN_PROGRAM, COMPILE)):
+            return None
+        return commands[0].removeprefix(QUIET)
+
     def program_check(self, path: str) -> str | None:
         """Running a changed program, or compiling one that reads arguments or input; None
         when it cannot be read (gone, or a link out of the workspace)."""
