@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--keep", type=Path, help="copy each exercise's folder here when it ends")
     parser.add_argument("--base", type=Path, help="a checkout of the LMAgent to compare with")
+    bench_tasks.add_speculation(parser)
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl+C: the running agent's process group and the server are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         known[name].install()
     done = {(o.agent, o.task) for o in bench_tasks.load(args.out)}  # goes on from there
-    server = bench_tasks.metered_server(resolve_model(args.model, print))
+    server = bench_tasks.metered_server(resolve_model(args.model, print), args.speculation)
     with server.start(print), bench_tasks.Meter(server.base_url) as meter:
         for number, exercise in enumerate(chosen):
             turn = number % len(names)  # who goes first changes from exercise to exercise

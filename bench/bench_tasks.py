@@ -482,9 +482,9 @@ class Meter:
         self.relay.__exit__(*exc)
 
 
-def metered_server(model: Path):
-    """The server --embedded starts (EmbeddedServer: llama.cpp via xllamacpp, N_CTX, 2 threads),
-    with llama.cpp's /metrics switched on for Meter.server_totals."""
+def metered_server(model: Path, speculation: str):
+    """The server --embedded starts (EmbeddedServer: llama.cpp via xllamacpp, N_CTX, 2 threads,
+    `speculation`), with llama.cpp's /metrics switched on for Meter.server_totals."""
     from lmagent.llm.embedded import EmbeddedServer
 
     class MeteredServer(EmbeddedServer):
@@ -495,7 +495,7 @@ def metered_server(model: Path):
             )
             return [sys.executable, "-c", code, *super().command()[2:]]
 
-    return MeteredServer(model, n_ctx=N_CTX, threads=2)
+    return MeteredServer(model, n_ctx=N_CTX, threads=2, speculation=speculation)
 
 
 def serve_with_metrics(argv: list[str]) -> int:
@@ -889,6 +889,14 @@ def _dates(outcomes: list[Outcome]) -> str:
     return f"{dates[0]} to {dates[-1]}" if dates else "none"
 
 
+def add_speculation(parser: argparse.ArgumentParser) -> None:
+    from lmagent.llm.embedded import SPECULATION
+
+    parser.add_argument(
+        "--speculation", default=SPECULATION, help=f"the server's (default: {SPECULATION})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", default="lmagent,mini-text,lmagent-base,aider,mini-tool")
@@ -900,6 +908,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()) / "lmbench")
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--keep", type=Path, help="copy each task's folder here when it ends")
+    add_speculation(parser)
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl+C: the running agent's process group and the server are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -913,7 +922,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.agents.split(","):
         known[name].install()
     done = {(o.agent, o.task) for o in load(args.out)}  # a run cut short goes on from there
-    server = metered_server(resolve_model(args.model, print))
+    server = metered_server(resolve_model(args.model, print), args.speculation)
     with server.start(print), Meter(server.base_url) as meter:
         for task in chosen:  # task by task: a benchmark cut short compares the same tasks
             for name in args.agents.split(","):
