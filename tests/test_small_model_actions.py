@@ -633,7 +633,13 @@ def test_a_tool_call_put_in_a_bash_block_is_that_call(block):
         ),
         ("# save it\nwrite 'a b.txt' 'x\ny'", ("write", {"path": "a b.txt", "content": "x\ny"})),
         ('write a.txt "open', ("shell", {"command": 'write a.txt "open'})),
-        ("edit a.py -search x", ("shell", {"command": "edit a.py -search x"})),
+        ("edit a.py -search x", ("edit", {"path": "a.py", "search": "x"})),  # as flags
+        (
+            "edit app.py --search 'emial' --replace=email",
+            ("edit", {"path": "app.py", "search": "emial", "replace": "email"}),
+        ),
+        ("edit --replace y a.py x", ("edit", {"path": "a.py", "search": "x", "replace": "y"})),
+        ("write a.txt x y", ("shell", {"command": "write a.txt x y"})),  # more than it takes
         ("write", ("shell", {"command": "write"})),
         ("write\necho hi", ("shell", {"command": "write\necho hi"})),  # a name alone: no call
         ("grep -n x a.py", ("shell", {"command": "grep -n x a.py"})),  # a real command
@@ -646,6 +652,34 @@ def test_a_tool_written_as_a_command_is_that_tool(block, expected):
     known = {"write": ["path", "content"], "edit": ["path", "search", "replace"], "grep": ["p"]}
     calls = extract_text_calls(f"```bash\n{block}\n```", {**known, "shell": ["command"]}, True)
     assert [(c["name"], c["arguments"]) for c in calls] == [expected]
+
+
+@pytest.mark.parametrize(
+    "block, problem",
+    [
+        ("edit app.py --old emial --new email", "`--old` is none of its parameters"),
+        ("edit app.py --search", "`--search` needs one value"),
+        ("edit app.py --search a --search b", "`--search` needs one value"),
+    ],
+)
+def test_a_tool_written_as_a_command_that_cannot_be_read_says_what_was_not_read(block, problem):
+    """Not run as a shell command (whose only answer is 'not found'): the model is told which
+    flag could not be read and the parameters the tool has."""
+    known = {"edit": ["path", "search", "replace"], "shell": ["command"]}
+    (call,) = extract_text_calls(f"```bash\n{block}\n```", known, True)
+    assert call["name"] == "edit" and problem in call["refused"]
+    assert "path, search, replace" in call["refused"]
+
+
+def test_a_typo_fixed_with_the_edit_tool_written_as_a_command_is_fixed(workspace):
+    """As a new user saw: `edit app.py --search 'emial' --replace 'email'`, ten times, each
+    answered "`edit` is one of your tools, not a shell command"."""
+    (workspace / "app.py").write_text("print('emial')\n")
+    fix = "```bash\nedit app.py --search 'emial' --replace 'email'\n```"
+    steps = [text(fix), text("```bash\npython3 app.py\n```"), text("TASK_COMPLETE")]
+    result, _, _ = embedded_run(workspace, steps, task="Fix the typo in app.py.")
+    assert (workspace / "app.py").read_text() == "print('email')\n"
+    assert result.status == "completed"
 
 
 def test_an_answer_without_any_action_is_questioned_once(workspace):

@@ -13,6 +13,9 @@ when the reply has no call in the forms above (see `block_actions`):
   ```bash / ```sh / ```shell block       -> shell with its commands (```console: its "$ " lines)
   a path on its own line, then a fence   -> write that file with the block's content
   a fence whose first line is only "# path" or "// path" -> the same
+  a tool written as a command in a shell block -> that tool (`write count.txt 17`,
+      `edit app.py --search emial --replace email`); a flag it does not have is refused,
+      naming the flag and the tool's parameters
 Tolerated: trailing commas, raw line breaks inside strings, single quotes, Python literals,
 "parameters" for "arguments", arguments as a JSON string, "functions.NAME", think blocks (calls
 inside them are thoughts, also in a block that was never closed).
@@ -410,9 +413,48 @@ def _command_style_call(code: str, known: Known) -> dict | None:
         words = words[1:] if words[0] == "-c" else words
         command = words[0] if len(words) == 1 else shlex.join(words)  # -c "one string"
         return {"name": first, "arguments": {"command": command}} if words else None
-    if not words or len(words) > len(parameters) or any(w.startswith("-") for w in words):
-        return None  # `edit a.py -search x`: options of a command that does not exist
-    return {"name": first, "arguments": dict(zip(parameters, words, strict=False))}
+    arguments, problem = _flag_arguments(words, parameters)
+    if problem:
+        return {
+            "name": first,
+            "arguments": {},
+            "refused": _not_a_command(first, parameters, problem),
+        }
+    return {"name": first, "arguments": arguments} if arguments else None
+
+
+def _flag_arguments(words: list[str], parameters: list[str]) -> tuple[dict, str]:
+    """A command's words as a tool's arguments: `--search x` or `--search=x` by the
+    parameter's name, the other words in order (`edit app.py --search emial --replace email`),
+    and what could not be read ("" when all could); no arguments when there are more words
+    than parameters (`write a.txt x` with a second command under it)."""
+    arguments: dict = {}
+    rest = iter(words)
+    positional = iter(parameters)
+    for word in rest:
+        if word.startswith("-"):
+            name, equals, value = word.lstrip("-").partition("=")
+            value = value if equals else next(rest, None)
+            if name not in parameters:
+                return {}, f"`{word}` is none of its parameters"
+            if name in arguments or value is None:
+                return {}, f"`{word}` needs one value"
+        else:
+            name, value = next((n for n in positional if n not in arguments), None), word
+            if name is None:  # more words than parameters: a second command under it, or none
+                return {}, ""
+        arguments[name] = value
+    return arguments, ""
+
+
+def _not_a_command(tool: str, parameters: list[str], problem: str) -> str:
+    """What a model is told for a tool written as a command that cannot be read."""
+    example = " ".join(f"--{name} VALUE" for name in parameters)
+    return (
+        f"not run: `{tool}` is one of your tools, not a shell command, and {problem}. Its "
+        f"parameters are {', '.join(parameters)}: write `{tool} {example}` alone in the "
+        "block, or call it as your instructions show"
+    )
 
 
 PYTHON_IN_SHELL = (
