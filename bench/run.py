@@ -48,6 +48,7 @@ EXPECTED = {
     "steps": "marginal cost per step by tool, workspace size and backend (issue 26)",
     "exercism": "Exercism's Python exercises, agents side by side on one small model",
     "speed": "--embedded on a CPU: a new run's first token, decoding with speculation",
+    "wait": "harness time between the model's turns on whole real-model tasks (issue 35)",
 }
 
 
