@@ -2,8 +2,8 @@
 is asked where to work and which server to use, then offered to save both in `.env`; with
 --embedded (which brings its own server) only where to work.
 
-Never asks without a terminal (scripts, cron, CI get the defaults, as the README says: the
-workspace is then WORKSPACE, else the current folder).
+Never asks without a terminal (scripts, cron, CI get the defaults, as docs/CONFIGURATION.md
+says: the workspace is then WORKSPACE, else the current folder).
 FIRST_RUN_SERVERS (`name=url,...`) replaces the servers probed, for unusual set-ups and tests.
 """
 

@@ -401,7 +401,7 @@ def check_workspace(path: Path, named_by: str) -> None:
 
 def _dotenv_files(cwd: Path) -> list[Path]:
     """`.env` in `cwd`, then `.env` next to the scripts (which only fills in what is unset):
-    the current directory's file outranks the checkout's, as the README says."""
+    the current directory's file outranks the checkout's, as docs/CONFIGURATION.md says."""
     files = [cwd / ".env", SCRIPT_DIR / ".env"]
     seen, result = set(), []
     for path in files:

@@ -129,7 +129,7 @@ def whole_second_after(moment: datetime) -> datetime:
 
 def enqueue(queue, payload: dict, not_before: datetime | None = None, task_id: str | None = None):
     """Put a task on the queue (now, or scheduled for `not_before`); returns the RQ job. Once
-    this returns, Redis has the task (see the README on persistence)."""
+    this returns, Redis has the task (see docs/SCHEDULER.md on persistence)."""
     from rq import Retry
 
     options = {
