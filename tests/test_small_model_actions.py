@@ -982,6 +982,19 @@ def test_blocked_before_any_action_is_nudged_once(workspace):
     assert result.status == "blocked" and result.message == "it cannot be done."
 
 
+def test_the_same_blocked_again_after_the_nudge_is_asked_for_again_warm(workspace):
+    """Told not to give up, the 1.5B model gave 3 of 8 Exercism exercises the same BLOCKED
+    word for word, and the run ended with nothing tried: asked again, warm, it may try."""
+    (workspace / "leap.py").write_text("def leap_year(year):\n    pass\n")
+    blocked = text("BLOCKED: the tests fail.")
+    fix = text("leap.py\n```python\n" + LEAP + "```")
+    steps = [blocked, blocked, fix, text("```bash\npython3 leap.py 2000\n```")]
+    steps.append(text("TASK_COMPLETE"))
+    result, requests, _ = embedded_run(workspace, steps, task="Make leap.py work.")
+    assert [r.get("temperature") for r in requests[1:3]] == [0.0, 1.0]
+    assert result.status == "completed" and "year % 400" in (workspace / "leap.py").read_text()
+
+
 def test_a_bare_task_complete_before_acting_is_no_ending(workspace):
     """The 1.5B model's only reply to a refactoring task was "Task_COMPLETE" (3 tokens)."""
     steps = [text("Task_COMPLETE"), text("TASK_COMPLETE")]
