@@ -8,13 +8,15 @@ through a relay that stamps each chat request as it arrives. The run's events ar
 the sink receives them. For every request after a run's first:
 
     wait    = its arrival - the last token of the reply before it, as the agent received it
+    server  = the end of that reply (as the relay saw it) - its last token: the server's own
+              time after the last token (its timings, saving the prompt in its cache)
     tools   = the time from each tool_call event to its tool_result in between, less the
               checkpoints taken inside it (StepRecorder.before/after, timed by wrapping them):
               the model's own commands, what it asked for
     checks  = the finish's checks (a "checking: ..." status to the next event): commands the
               harness runs on purpose (lmagent.loop.verify)
-    harness = wait - tools - checks: parsing, permissions, checkpoints, the session's files,
-              building the next request (checkpoints are also given alone)
+    harness = wait - server - tools - checks: parsing, permissions, checkpoints, the
+              session's files, building the next request (checkpoints also given alone)
 
 and for each run's first request: from `run_agent` being called to its arrival (the sandbox,
 the first snapshot, the system prompt). Target: harness p50 ≤ 50 ms per step.
@@ -47,20 +49,23 @@ class Stamps:
         self.events: list[tuple[float, dict]] = []
         self.arrivals: list[float] = []
         self.snapshots: list[tuple[float, float]] = []  # (start, end) of each checkpoint call
+        self.ends: list[float] = []  # when each chat reply ended, as the relay saw it
 
     def sink(self, event: dict) -> None:
         self.events.append((time.monotonic(), event))
 
     def arrived(self, body: dict) -> dict:
-        self.arrivals.append(time.monotonic())
+        if "messages" in body:  # a chat request
+            self.arrivals.append(time.monotonic())
         return body
 
     def steps(self) -> list[dict]:
         """{wait, tools, checks, checkpoints, harness} in seconds for each request after the
         first."""
-        return [self._between(a, b) for a, b in itertools.pairwise(self.arrivals)]
+        pairs = itertools.pairwise(self.arrivals)
+        return [self._between(a, b, e) for (a, b), e in zip(pairs, self.ends, strict=False)]
 
-    def _between(self, start: float, end: float) -> dict:
+    def _between(self, start: float, end: float, reply_end: float) -> dict:
         inside = [(t, e) for t, e in self.events if start <= t < end]
         tokens = [t for t, e in inside if e.get("type") == "token"]
         last = tokens[-1] if tokens else start
@@ -83,13 +88,14 @@ class Stamps:
         taken = sum(b - a for a, b in snapshots)
         in_tools = sum(b - a for a, b in snapshots if any(s <= a < e for s, e in spans))
         tools = sum(e - s for s, e in spans) - in_tools
-        wait = end - last
+        wait, server = end - last, max(0.0, min(reply_end, end) - last)
         return {
             "wait": wait,
+            "server": server,
             "tools": tools,
             "checks": checks,
             "checkpoints": taken,
-            "harness": wait - tools - checks,
+            "harness": wait - server - tools - checks,
         }
 
 
@@ -128,8 +134,14 @@ def one_task(task: bench_tasks.Task, url: str, relay_factory) -> tuple[Stamps, f
         called = time.monotonic()
         with timed_checkpoints(stamps):
             outcome = run_agent(config, task.prompt, sink=stamps.sink)
+        stamps.ends = [exchange.ended for exchange in relay.chats()]
     first = stamps.arrivals[0] - called if stamps.arrivals else 0.0
-    return stamps, first, outcome.status
+    ending = (
+        outcome.status
+        if outcome.status == "completed"
+        else f"{outcome.status} ({outcome.message[:80]!r})"
+    )
+    return stamps, first, ending
 
 
 def run() -> dict:
@@ -170,6 +182,7 @@ def figures(steps: list[dict], firsts: list[float]) -> list[dict]:
         figure("harness per step, p90", ms(harness, 90), "ms"),
         figure("harness per step, max", ms(harness, 100), "ms"),
         figure("of which checkpoints, p50", ms([s["checkpoints"] for s in steps], 50), "ms"),
+        figure("server after its last token, p50", ms([s["server"] for s in steps], 50), "ms"),
         figure("the model's commands per step, p50", ms([s["tools"] for s in steps], 50), "ms"),
         figure("finish checks, total", round(sum(s["checks"] for s in steps), 1), "s"),
         figure("run start to first request, p50", round(median(firsts), 2), "s"),
@@ -180,7 +193,9 @@ def figures(steps: list[dict], firsts: list[float]) -> list[dict]:
 def notes(steps: list[dict], statuses: list[str], speculation: str) -> str:
     worst = sorted(steps, key=lambda s: s["harness"], reverse=True)[:3]
     shown = "; ".join(
-        f"{1000 * s['harness']:.0f} ms harness of a {1000 * s['wait']:.0f} ms wait" for s in worst
+        f"{1000 * s['harness']:.0f} ms harness, {1000 * s['server']:.0f} ms server, of a "
+        f"{1000 * s['wait']:.0f} ms wait"
+        for s in worst
     )
     return (
         f"Tasks: {', '.join(statuses)}. Server: llama.cpp (xllamacpp) as --embedded starts it, "
@@ -188,7 +203,7 @@ def notes(steps: list[dict], statuses: list[str], speculation: str) -> str:
         "in this process, default sandbox, permission auto. The largest steps: "
         f"{shown or 'none'}. A step's harness time is what is left of the wait between the "
         "model's last token and the next request after the model's commands and the finish's "
-        "checks are taken out."
+        "checks are taken out, and the server's time after its last token."
     )
 
 

@@ -22,6 +22,7 @@ import importlib.util
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -148,6 +149,7 @@ class Exchange:
     content_type: str = ""
     data: bytes = b""  # the reply as relayed, byte for byte
     done: threading.Event = field(default_factory=threading.Event)
+    ended: float = 0.0  # time.monotonic() when the reply ended (or the client went away)
 
     @property
     def text(self) -> str:
@@ -232,4 +234,5 @@ class _RelayHandler(BaseHTTPRequestHandler):
                 with contextlib.suppress(OSError):
                     self.send_error(502, "the upstream server did not answer")
         finally:
+            exchange.ended = time.monotonic()
             exchange.done.set()
