@@ -174,7 +174,8 @@ def run() -> dict:
         f"without; chosen for --embedded: '{speculation}'. The machine is shared; compare the "
         "ratios, measured side by side."
     )
-    return result("speed", figures, notes, TITLE)
+    context = (ROOT / "bench" / "speed_notes.md").read_text(encoding="utf-8").strip()
+    return result("speed", figures, f"{notes}\n\n{context}", TITLE)
 
 
 def first_token_figures(runs: dict[str, list[dict]]) -> list[dict]:
