@@ -995,6 +995,22 @@ def test_the_same_blocked_again_after_the_nudge_is_asked_for_again_warm(workspac
     assert result.status == "completed" and "year % 400" in (workspace / "leap.py").read_text()
 
 
+def test_a_wait_before_any_action_is_nudged_once_then_parks(workspace):
+    """Told not to give up, the 1.5B model answered `WAIT: <tomorrow>: BLOCKED: ...`, and the
+    run was parked with nothing tried; asked to act, a second WAIT parks it (a task may ask
+    to wait)."""
+    wait = text("WAIT: 2099-01-01T00:00:00Z: BLOCKED: the tests fail.")
+    result, requests, _ = embedded_run(workspace, [wait, wait], task="Make the tests pass.")
+    assert last_message(requests[1]).startswith("Nothing has been done yet, and WAIT parks")
+    assert result.status == "waiting" and len(requests) == 2
+
+
+def test_a_wait_after_acting_parks_at_once(workspace):
+    steps = [text("```bash\nls\n```"), text("WAIT: 2099-01-01T00:00:00Z: the build runs.")]
+    result, requests, _ = embedded_run(workspace, steps, task="Check the build later.")
+    assert result.status == "waiting" and len(requests) == 2
+
+
 def test_a_bare_task_complete_before_acting_is_no_ending(workspace):
     """The 1.5B model's only reply to a refactoring task was "Task_COMPLETE" (3 tokens)."""
     steps = [text("Task_COMPLETE"), text("TASK_COMPLETE")]

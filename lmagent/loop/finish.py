@@ -21,6 +21,7 @@ from lmagent.loop.prompts import (
     NUDGE_CODE_BLOCKS,
     NUDGE_EMPTY,
     NUDGE_NOTHING_DONE,
+    NUDGE_WAIT_FIRST,
     announces_work,
     bare_complete,
     final_text,
@@ -62,6 +63,7 @@ class Finish:
         self.nudged_code = False
         self.nudged_nothing = False
         self.nudged_blocked = False  # since the last call that succeeded
+        self.nudged_wait = False
 
     def before_start(self, task: str) -> str:
         """Before the first reply to a new task: the commands it quotes, run, and their output
@@ -80,7 +82,7 @@ class Finish:
             return
         if self.gives_up(content, done):
             return
-        if self.decide_wait(content):
+        if self.decide_wait(content, done):
             return
         if COMPLETE_LINE.search(content) and not self.refuses(content, done):
             raise Completed(final_text(content))
@@ -185,8 +187,11 @@ class Finish:
         self.nudges.nudge(self.code_nudge(done) if code else self.nothing_done_nudge(done))
         return True
 
-    def decide_wait(self, content: str) -> bool:
-        """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise."""
+    def decide_wait(self, content: str, done: Done) -> bool:
+        """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise. A
+        small model's WAIT before any action is nudged once: told not to give up, the 1.5B
+        model answered `WAIT: <tomorrow>: BLOCKED: ...`, and the run was parked with nothing
+        tried."""
         try:
             parsed = parse_wait(content)
         except ValueError:
@@ -199,6 +204,11 @@ class Finish:
             self.nudges.nudge(
                 f"The time {when.isoformat()} has already passed; continue the task now."
             )
+            return True
+        first = done.text_calls and not (done.acted or done.resumed)
+        if "wait_first" in self.rules and first and not self.nudged_wait:
+            self.nudged_wait = True
+            self.nudges.nudge(NUDGE_WAIT_FIRST)
             return True
         raise Waiting(reason or "waiting", wait_until=when.isoformat(), wait_reason=reason)
 
