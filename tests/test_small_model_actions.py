@@ -995,20 +995,30 @@ def test_the_same_blocked_again_after_the_nudge_is_asked_for_again_warm(workspac
     assert result.status == "completed" and "year % 400" in (workspace / "leap.py").read_text()
 
 
-def test_a_wait_before_any_action_is_nudged_once_then_parks(workspace):
+def test_a_small_models_first_wait_is_nudged_once_then_parks(workspace):
     """Told not to give up, the 1.5B model answered `WAIT: <tomorrow>: BLOCKED: ...`, and the
     run was parked with nothing tried; asked to act, a second WAIT parks it (a task may ask
     to wait)."""
     wait = text("WAIT: 2099-01-01T00:00:00Z: BLOCKED: the tests fail.")
     result, requests, _ = embedded_run(workspace, [wait, wait], task="Make the tests pass.")
-    assert last_message(requests[1]).startswith("Nothing has been done yet, and WAIT parks")
+    assert last_message(requests[1]).startswith("WAIT parks the task until that time")
     assert result.status == "waiting" and len(requests) == 2
 
 
-def test_a_wait_after_acting_parks_at_once(workspace):
-    steps = [text("```bash\nls\n```"), text("WAIT: 2099-01-01T00:00:00Z: the build runs.")]
-    result, requests, _ = embedded_run(workspace, steps, task="Check the build later.")
-    assert result.status == "waiting" and len(requests) == 2
+def test_a_wait_after_an_untested_change_gets_the_finish_check(workspace):
+    """After writing a solution it never ran, the 1.5B model parked the run with `WAIT: ...:
+    The task is now waiting for you to continue.`; nudged, its TASK_COMPLETE is checked."""
+    (workspace / "test_leap.py").write_text(LEAP_TEST)
+    steps = [
+        text("leap.py\n```python\ndef leap_year(year):\n    return False\n```"),
+        text("WAIT: 2099-01-01T00:00:00Z: The task is now waiting for you to continue."),
+        text("TASK_COMPLETE"),
+        text("leap.py\n```python\n" + LEAP + "```"),
+        text("TASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    assert "Not finished: the check below fails" in last_message(requests[3])
+    assert result.status == "completed" and len(requests) == 5
 
 
 def test_a_bare_task_complete_before_acting_is_no_ending(workspace):

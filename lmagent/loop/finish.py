@@ -21,7 +21,7 @@ from lmagent.loop.prompts import (
     NUDGE_CODE_BLOCKS,
     NUDGE_EMPTY,
     NUDGE_NOTHING_DONE,
-    NUDGE_WAIT_FIRST,
+    NUDGE_WAIT,
     announces_work,
     bare_complete,
     final_text,
@@ -189,9 +189,10 @@ class Finish:
 
     def decide_wait(self, content: str, done: Done) -> bool:
         """Raise Waiting for a valid future WAIT; True when the reply was handled otherwise. A
-        small model's WAIT before any action is nudged once: told not to give up, the 1.5B
-        model answered `WAIT: <tomorrow>: BLOCKED: ...`, and the run was parked with nothing
-        tried."""
+        small model's first WAIT is nudged once: the 1.5B model answered `WAIT: <tomorrow>:
+        BLOCKED: ...` when told not to give up, and `WAIT: ...: The task is now waiting for
+        you to continue.` after writing a solution it never tested; each run was parked,
+        unchecked."""
         try:
             parsed = parse_wait(content)
         except ValueError:
@@ -205,10 +206,9 @@ class Finish:
                 f"The time {when.isoformat()} has already passed; continue the task now."
             )
             return True
-        first = done.text_calls and not (done.acted or done.resumed)
-        if "wait_first" in self.rules and first and not self.nudged_wait:
+        if "wait_nudge" in self.rules and done.text_calls and not self.nudged_wait:
             self.nudged_wait = True
-            self.nudges.nudge(NUDGE_WAIT_FIRST)
+            self.nudges.nudge(NUDGE_WAIT)
             return True
         raise Waiting(reason or "waiting", wait_until=when.isoformat(), wait_reason=reason)
 

@@ -28,7 +28,7 @@ RULES = frozenset(
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
         "next_step",  # a write's, a first clean run's or a commit's result names the next step
         "blocked_nudge",  # BLOCKED after a failed call: nudged once to go on
-        "wait_first",  # a small model's WAIT before any action: nudged once to act
+        "wait_nudge",  # a small model's first WAIT: nudged once to act or finish
         "claims_without_tools",  # TASK_COMPLETE before any tool, with code or nothing else
         "verify",  # a finish after changes refused while its check fails
         "unchecked",  # a finish with changes not looked at: asked to check once

@@ -63,10 +63,10 @@ NUDGE_BLOCKED_FIRST = (
     "with the task is what the task asks you to fix. Make the change it needs with the tools, "
     "then check it. Reply BLOCKED again only if it truly cannot be done."
 )
-NUDGE_WAIT_FIRST = (
-    "Nothing has been done yet, and WAIT parks the task until that time. Do the task now with "
-    "the tools. Reply WAIT again only if the task asks you to wait for a time or for something "
-    "outside that is not ready."
+NUDGE_WAIT = (
+    "WAIT parks the task until that time, unchecked. If the task is not done, do it now with "
+    "the tools; if it is, reply TASK_COMPLETE. Reply WAIT again only if the task asks you to "
+    "wait for a time or for something outside that is not ready."
 )
 NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
