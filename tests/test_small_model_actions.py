@@ -995,6 +995,18 @@ def test_the_same_blocked_again_after_the_nudge_is_asked_for_again_warm(workspac
     assert result.status == "completed" and "year % 400" in (workspace / "leap.py").read_text()
 
 
+def test_the_same_answer_again_after_being_told_nothing_was_done_is_asked_for_again(workspace):
+    """Told nothing was done, the 1.5B model answered "17" again where the task asked for
+    count.txt; asked again, warm, it may write it. A repeated TASK_COMPLETE or WAIT stands."""
+    (workspace / "app.log").write_text("a\nb\n")
+    steps = [text("2"), text("2"), text("```bash\necho 2 > count.txt\ncat count.txt\n```")]
+    steps.append(text("TASK_COMPLETE"))
+    task = "How many lines does app.log have? Write the number to count.txt."
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    assert [r.get("temperature") for r in requests[1:3]] == [0.0, 1.0]
+    assert result.status == "completed" and (workspace / "count.txt").read_text() == "2\n"
+
+
 def test_a_small_models_first_wait_is_nudged_once_then_parks(workspace):
     """Told not to give up, the 1.5B model answered `WAIT: <tomorrow>: BLOCKED: ...`, and the
     run was parked with nothing tried; asked to act, a second WAIT parks it (a task may ask

@@ -23,7 +23,7 @@ RULES = frozenset(
         "act_then_answer",  # TOOL_SET=tiny, constrained: call on the user's turn, then answer
         "named_files",  # the files a task names, shown before the first reply
         "task_commands",  # the commands a task quotes, run before the first reply
-        "resample",  # a repeated action or BLOCKED asked for again, sampled, before it is taken
+        "resample",  # a repeated action or answer asked for again, sampled, before it is taken
         "sample_after_repeat",  # the reply after a repeated one sampled warm
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
         "next_step",  # a write's, a first clean run's or a commit's result names the next step

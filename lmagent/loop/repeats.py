@@ -15,7 +15,7 @@ from lmagent.llm.client import Reply
 from lmagent.llm.toolcalls import FormatError
 from lmagent.loop.history import RESULT_TAG
 from lmagent.loop.policy import Nudges
-from lmagent.loop.prompts import BLOCKED_LINE, not_run_again
+from lmagent.loop.prompts import COMPLETE_LINE, WAIT_START, not_run_again
 
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
 RESAMPLES = 2  # a small model's reply that repeats an earlier one is asked for again this often
@@ -60,19 +60,20 @@ class Repeats:
         taken. A repeat that enters the history is copied again by the model, however it is
         told; asked again, the prompt is the same, so the server reads all of it from its
         cache. (Running a test again after a fix is no repeat; a repeated answer stands: it is
-        how a model insists it is done; a repeated BLOCKED is no answer but giving up, and is
-        asked for again: told not to give up before trying, the 1.5B model gave 3 of 8
-        Exercism exercises the same BLOCKED twice, word for word, and the run ended with
-        nothing tried.) A sample that writes tool results itself is made up
+        how a model insists it is done; any other reply said again word for word is asked for
+        again: told not to give up before trying, the 1.5B model gave 3 of 8 Exercism
+        exercises the same BLOCKED twice, and the run ended with nothing tried; told nothing
+        was done, it answered "17" again where the task asked for count.txt.) A sample that
+        writes tool results itself is made up
         (at 1.0 a 1.5B model wrote "results" and BLOCKED in one of ten samples) and is not
         taken; when no sample does something new, the reply runs as it was."""
-        stuck = self.repeats_an_action(reply) or self.repeats_giving_up(reply)
+        stuck = self.repeats_an_action(reply) or self.repeats_an_answer(reply)
         if "resample" not in self.rules or not (self.small() and stuck):
             return reply
         for _ in range(RESAMPLES):
             self.nudges.status("the reply repeats an earlier one; asking again")
             sample = again(UNSTICK_TEMPERATURE)
-            repeated = self.repeats_an_action(sample) or self.repeats_giving_up(sample)
+            repeated = self.repeats_an_action(sample) or self.repeats_an_answer(sample)
             if not (repeated or RESULT_TAG in sample.content):
                 return sample
         self.nudges.status("no new reply; taking the repeated one")
@@ -99,9 +100,16 @@ class Repeats:
     def repeats_an_action(self, reply: Reply) -> bool:
         return bool(self.actions_of(reply)) and self.said(reply) in self.replies
 
-    def repeats_giving_up(self, reply: Reply) -> bool:
-        """A BLOCKED reply the same as an earlier one, with no file changed since."""
-        return bool(BLOCKED_LINE.search(reply.content)) and self.said(reply) in self.replies
+    def repeats_an_answer(self, reply: Reply) -> bool:
+        """A reply without calls, TASK_COMPLETE or WAIT (an answer, BLOCKED) the same as an
+        earlier one, with no file changed since."""
+        ending = COMPLETE_LINE.search(reply.content) or WAIT_START.search(reply.content)
+        try:
+            if ending or self.calls_in(reply):
+                return False
+        except FormatError:  # a call that cannot be read: a format error, told as one
+            return False
+        return bool(reply.content.strip()) and self.said(reply) in self.replies
 
     def actions_of(self, reply: Reply) -> list[dict]:
         """The calls a reply written as text makes; none when it makes none or is malformed."""
