@@ -59,12 +59,12 @@ class Repeats:
         asked for again (`again`) at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is
         taken. A repeat that enters the history is copied again by the model, however it is
         told; asked again, the prompt is the same, so the server reads all of it from its
-        cache. (Running a test again after a fix is no repeat; a repeated answer stands: it is
-        how a model insists it is done; any other reply said again word for word is asked for
-        again: told not to give up before trying, the 1.5B model gave 3 of 8 Exercism
-        exercises the same BLOCKED twice, and the run ended with nothing tried; told nothing
-        was done, it answered "17" again where the task asked for count.txt.) A sample that
-        writes tool results itself is made up
+        cache. (Running a test again after a fix is no repeat; a repeated TASK_COMPLETE or
+        WAIT stands: it is how a model insists it is done, or waits. Any other reply said again
+        word for word, an answer or a BLOCKED, is asked for again too: told not to give up
+        before trying, the 1.5B model gave 3 of 8 Exercism exercises the same BLOCKED twice,
+        and the run ended with nothing tried; told nothing was done, it answered "17" again
+        where the task asked for count.txt.) A sample that writes tool results itself is made up
         (at 1.0 a 1.5B model wrote "results" and BLOCKED in one of ten samples) and is not
         taken; when no sample does something new, the reply runs as it was."""
         stuck = self.repeats_an_action(reply) or self.repeats_an_answer(reply)
