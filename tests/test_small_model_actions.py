@@ -983,8 +983,8 @@ def test_blocked_before_any_action_is_nudged_once(workspace):
 
 
 def test_the_same_blocked_again_after_the_nudge_is_asked_for_again_warm(workspace):
-    """Told not to give up, the 1.5B model gave 3 of 8 Exercism exercises the same BLOCKED
-    word for word, and the run ended with nothing tried: asked again, warm, it may try."""
+    """Told not to give up, the 1.5B model said the same BLOCKED twice, word for word, in 3 of
+    16 Exercism runs, and the run ended with nothing tried: asked again, warm, it may try."""
     (workspace / "leap.py").write_text("def leap_year(year):\n    pass\n")
     blocked = text("BLOCKED: the tests fail.")
     fix = text("leap.py\n```python\n" + LEAP + "```")

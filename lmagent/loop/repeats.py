@@ -62,7 +62,7 @@ class Repeats:
         cache. (Running a test again after a fix is no repeat; a repeated TASK_COMPLETE or
         WAIT stands: it is how a model insists it is done, or waits. Any other reply said again
         word for word, an answer or a BLOCKED, is asked for again too: told not to give up
-        before trying, the 1.5B model gave 3 of 8 Exercism exercises the same BLOCKED twice,
+        before trying, the 1.5B model said the same BLOCKED twice in 3 of 16 Exercism runs,
         and the run ended with nothing tried; told nothing was done, it answered "17" again
         where the task asked for count.txt.) A sample that writes tool results itself is made up
         (at 1.0 a 1.5B model wrote "results" and BLOCKED in one of ten samples) and is not
