@@ -395,8 +395,9 @@ TOOLS_NOT_COMMANDS = frozenset({"write", "edit", "shell", "glob", "todo_add", "g
 
 def _command_style_call(code: str, known: Known) -> dict | None:
     """A tool written as a command, with the tool's arguments in order (`write count.txt 17`,
-    `edit hello.py "Hello" "Bye"`): that call. Not when its words are more than the tool has
-    arguments (`write a.txt x` and a second command under it)."""
+    `edit hello.py "Hello" "Bye"`) or as flags (`--search x`): that call; refused (told why)
+    when a flag cannot be read. Not when its words are more than the tool has arguments
+    (`write a.txt x` and a second command under it)."""
     first = code.split(maxsplit=1)[0] if code.strip() else ""
     parameters = known.get(first) if isinstance(known, dict) else None
     if (

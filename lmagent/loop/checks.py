@@ -33,7 +33,7 @@ CheckFor = Callable[[str], "str | None"]  # the check a finish after changing a 
 GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
 
 
-def next_step(path: str, check: str | None = None) -> str:
+def next_step(path: str, check: str | None) -> str:
     """What a small model is told after it wrote a file: the next step, the check a finish
     would run (`check`: the workspace's tests, or the command the task quotes) when there is
     one, else running the file. Without it, it answers a written file with the file again,
@@ -54,7 +54,7 @@ RAN_NEXT = (
 
 
 def name_next_step(
-    name: str, arguments: object, result: dict, ran: bool, check_for: CheckFor = lambda path: None
+    name: str, arguments: object, result: dict, ran: bool, check_for: CheckFor
 ) -> None:
     """For a small model, on the result of a write (lmagent.loop.checks.next_step, with the
     check `check_for` names for the file), of

@@ -67,14 +67,12 @@ class Repeats:
         where the task asked for count.txt.) A sample that writes tool results itself is made up
         (at 1.0 a 1.5B model wrote "results" and BLOCKED in one of ten samples) and is not
         taken; when no sample does something new, the reply runs as it was."""
-        stuck = self.repeats_an_action(reply) or self.repeats_an_answer(reply)
-        if "resample" not in self.rules or not (self.small() and stuck):
+        if "resample" not in self.rules or not (self.small() and self.repeats(reply)):
             return reply
         for _ in range(RESAMPLES):
             self.nudges.status("the reply repeats an earlier one; asking again")
             sample = again(UNSTICK_TEMPERATURE)
-            repeated = self.repeats_an_action(sample) or self.repeats_an_answer(sample)
-            if not (repeated or RESULT_TAG in sample.content):
+            if not (self.repeats(sample) or RESULT_TAG in sample.content):
                 return sample
         self.nudges.status("no new reply; taking the repeated one")
         return reply
@@ -97,19 +95,18 @@ class Repeats:
         self.nudges.push(not_run_again(command, error), stuck)
         return True
 
-    def repeats_an_action(self, reply: Reply) -> bool:
-        return bool(self.actions_of(reply)) and self.said(reply) in self.replies
-
-    def repeats_an_answer(self, reply: Reply) -> bool:
-        """A reply without calls, TASK_COMPLETE or WAIT (an answer, BLOCKED) the same as an
-        earlier one, with no file changed since."""
-        ending = COMPLETE_LINE.search(reply.content) or WAIT_START.search(reply.content)
+    def repeats(self, reply: Reply) -> bool:
+        """A reply the same as an earlier one, with no file changed since: one with calls, or
+        one without (an answer, BLOCKED) that is no TASK_COMPLETE or WAIT, which stand. A call
+        that cannot be read is a format error, told as one, not a repeat."""
         try:
-            if ending or self.calls_in(reply):
-                return False
-        except FormatError:  # a call that cannot be read: a format error, told as one
+            calls = self.calls_in(reply)
+        except FormatError:
             return False
-        return bool(reply.content.strip()) and self.said(reply) in self.replies
+        ending = COMPLETE_LINE.search(reply.content) or WAIT_START.search(reply.content)
+        if not calls and (ending or not reply.content.strip()):
+            return False
+        return self.said(reply) in self.replies
 
     def actions_of(self, reply: Reply) -> list[dict]:
         """The calls a reply written as text makes; none when it makes none or is malformed."""
