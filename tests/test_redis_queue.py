@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections import Counter
@@ -251,6 +252,38 @@ def test_a_wrong_queue_url_names_the_setting(tmp_path):
     done = cli("--submit", "hello", "--queue", "http://localhost:6379", WORKSPACE=str(tmp_path))
     assert done.returncode == 1
     assert "--queue='http://localhost:6379' is not valid" in done.stderr
+
+
+def test_status_holds_while_workers_move_scheduled_tasks_on(tmp_path, redis_server):
+    """A worker takes a due task out of the scheduled set at any moment; `status` read the
+    set and then each task's time, and raised when a task left between the two reads."""
+    from rq.registry import ScheduledJobRegistry
+
+    config = queue_config(tmp_path, redis_server.url)
+    queue = redis_queue.rq_queue(redis_queue.connect(redis_server.url))
+    key = ScheduledJobRegistry(queue=queue).key
+    churner = redis_queue.connect(redis_server.url)
+    moved, stop = 0, threading.Event()
+
+    def move_tasks_on() -> None:
+        nonlocal moved
+        while not stop.is_set():
+            churner.zadd(key, {"task-due": 1_900_000_000})
+            churner.zrem(key, "task-due")
+            moved += 1
+
+    thread = threading.Thread(target=move_tasks_on)
+    thread.start()
+    try:
+        seen = [redis_queue.status(config)["scheduled"] for _ in range(400)]
+    finally:
+        stop.set()
+        thread.join()
+    listed = [entry for entries in seen for entry in entries]
+    assert moved > 400 and listed  # the race was there to be lost
+    assert {(e["task_id"], e["not_before"]) for e in listed} == {
+        ("task-due", "2030-03-17T17:46:40+00:00")
+    }
 
 
 def test_a_workspace_missing_on_every_worker_fails_with_each_reason(

@@ -152,7 +152,11 @@ def test_a_thousand_tasks_from_four_processes_each_run_exactly_once(workspace, d
     assert len({r["session_id"] for r in completed}) == 1000
     tasks = sorted(meta["task"] for meta in SessionStore(workspace).list())
     assert tasks == sorted(f"task {p}-{i}" for p in range(4) for i in range(250))
-    assert len(files(paths.done)) == 1000
+    # the history line is written before the task moves on and its claim markers go
+    wait_for(
+        lambda: len(files(paths.done)) == 1000 and files(paths.processing) == [],
+        what="1,000 tasks in done/ and no claim left",
+    )
     assert files(paths.inbox) == files(paths.processing) == files(paths.failed) == []
 
 
@@ -271,8 +275,9 @@ def test_a_task_cut_short_by_kill_9_completes_after_a_restart(workspace, llm, da
     assert resumed[1]["content"] == "survive the crash"
     assert "resumed" in resumed[-1]["content"]
     paths = Paths(workspace)
+    # the history line comes first, then the task moves on, the files beside it go last
+    wait_for(lambda: files(paths.done), what="the task to move to done/")
     assert files(paths.done) == [submitted.with_suffix(".json").name]
-    # the history line comes first, the files beside the claimed task go last
     wait_for(lambda: files(paths.processing) == [], what="the claim markers to go")
     assert files(paths.inbox) == []
     llm.assert_all_used()

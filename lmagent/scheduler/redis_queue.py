@@ -218,7 +218,6 @@ def status(config: Config, recent: int = 10) -> dict:
 
     connection = connect(config.scheduler_queue)
     queue = rq_queue(connection)
-    scheduled = ScheduledJobRegistry(queue=queue)
     running = []
     # no cleanup: RQ's would compare with this machine's clock (workers clean by Redis's)
     for job_id in StartedJobRegistry(queue=queue).get_job_ids(cleanup=False):
@@ -229,15 +228,25 @@ def status(config: Config, recent: int = 10) -> dict:
         "queue": shown(config.scheduler_queue),
         "workers": sorted(worker.name for worker in Worker.all(queue=queue)),
         "queued": queue.get_job_ids(),
-        "scheduled": [
-            {"task_id": job_id, "not_before": scheduled.get_scheduled_time(job_id).isoformat()}
-            for job_id in scheduled.get_job_ids()
-        ],
+        "scheduled": scheduled_tasks(ScheduledJobRegistry(queue=queue)),
         "running": running,
         "failed": FailedJobRegistry(queue=queue).get_job_ids(),
         "waiting_for_model": waiting_for_model(connection),
         "recent": read_history(connection, recent),
     }
+
+
+def scheduled_tasks(registry) -> list[dict]:
+    """The tasks waiting for their time, ids and times in one read: a worker moving a task
+    on between two reads would make the second fail."""
+    pairs = registry.connection.zrange(registry.key, 0, -1, withscores=True)
+    return [
+        {
+            "task_id": registry.parse_job_id(job_id),
+            "not_before": datetime.fromtimestamp(score, timezone.utc).isoformat(),
+        }
+        for job_id, score in pairs
+    ]
 
 
 def status_lines(config: Config, recent: int = 10) -> list[str]:
