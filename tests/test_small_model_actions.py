@@ -916,6 +916,45 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     assert result.status == "completed" and len(requests) == 4
 
 
+def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace):
+    """As aider's --auto-test: told to run the tests next, the 1.5B model answered its written
+    solution with a WAIT or a TASK_COMPLETE, unchecked. The harness runs the check itself,
+    after a write and after an edit, and the result says whether it passes."""
+    calc_project(workspace)
+    edit = "```bash\nedit calc.py --search 'return b - a' --replace 'return a + b'\n```"
+    steps = [text(STILL_WRONG), text(edit), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, events = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    failed, passed = last_message(requests[1]), last_message(requests[2])
+    assert '"next": "saved and checked: the check below fails; fix what it shows"' in failed
+    assert "$ python3 -m pytest -q -x" in failed and "assert 1 == 5" in failed
+    assert "the check below passes; if that was all the task asks, reply TASK_COMPLETE" in passed
+    assert "1 passed" in passed
+    statuses = [e["message"] for e in events if e["type"] == "status"]
+    assert sum("checking:" in m and "python3 -m pytest" in m for m in statuses) == 3  # + finish
+    assert result.status == "completed" and len(requests) == 3
+
+
+def test_without_auto_check_a_write_names_the_check_to_run(workspace):
+    calc_project(workspace)
+    with llama_cpp([text(FIXED), text("Fixed.\nTASK_COMPLETE")]) as llm:
+        result = run(embedded_config(workspace, llm), "Fix calc.py.", rules=RULES - {"auto_check"})
+        llm.assert_all_used()
+    told = last_message(llm.requests[1])
+    assert "saved; next, check it does what the task asks: python3 -m pytest" in told
+    assert "checked" not in told and result.status == "completed"
+
+
+def test_a_write_is_not_checked_without_the_permission_a_command_needs(workspace):
+    """Attack on the gate: the check after a write is a command like the model's; in normal
+    mode with nobody to ask it is not run (a test file that writes when imported)."""
+    calc_project(workspace)
+    (workspace / "test_calc.py").write_text("open('ran.txt', 'w').write('ran')\n" + TEST_CALC)
+    steps = [text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py.", permission_mode="normal")
+    assert not (workspace / "ran.txt").exists()
+    assert "checked" not in last_message(requests[1])
+
+
 SCRIPT_TEST = "from calc import add\n\nassert add(2, 3) == 5, 'add(2, 3) should be 5'\n"
 
 

@@ -26,6 +26,7 @@ RULES = frozenset(
         "resample",  # a repeated action or answer asked for again, sampled, before it is taken
         "sample_after_repeat",  # the reply after a repeated one sampled warm
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
+        "auto_check",  # a small model's write or edit: the finish's check run, its output shown
         "next_step",  # a write's, a first clean run's or a commit's result names the next step
         "blocked_nudge",  # BLOCKED after a failed call: nudged once to go on
         "wait_nudge",  # a small model's first WAIT: nudged once to act or finish

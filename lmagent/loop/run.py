@@ -35,7 +35,7 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import WorkChecks, name_next_step
+from lmagent.loop.checks import WorkChecks, check_after_change, name_next_step
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
@@ -660,6 +660,8 @@ class AgentRun:
         if self.text_calls and "next_step" in self.rules:
             check_for = self.finishing.verifier.check_for
             name_next_step(name, arguments, result, ran_changes, check_for)
+        if self.text_calls and "auto_check" in self.rules:
+            check_after_change(name, arguments, result, self.finishing.verifier, self.checks)
         self.outcome.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(

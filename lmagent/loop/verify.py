@@ -173,6 +173,16 @@ class Verifier:
             return None
         return commands[0].removeprefix(QUIET)
 
+    def after_change(self, path: str) -> Check | None:
+        """The check a finish after changing `path` would run (`check_for`), run now; None when
+        there is none, it is not allowed, or pytest found no test to run."""
+        command = self.check_for(path)
+        check = self.run(QUIET + command) if command else None
+        if check is None or check.collected_nothing:
+            return None
+        self.confirmed = not check.failed
+        return check
+
     def program_check(self, path: str) -> str | None:
         """Running a changed program, or compiling one that reads arguments or input; None
         when it cannot be read (gone, or a link out of the workspace)."""
