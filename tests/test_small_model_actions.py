@@ -909,9 +909,10 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     calc_project(workspace)
     steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
     steps += [text("Fixed.\nTASK_COMPLETE")]
-    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    result, requests, events = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
     refused = last_message(requests[2])
     assert refused.startswith("Not finished: the check below fails.")
+    assert "not finished: the check fails" in [e.get("message") for e in events]
     assert "python3 -m pytest" in refused and "assert 1 == 5" in refused
     assert result.status == "completed" and len(requests) == 4
 
@@ -930,7 +931,7 @@ def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace
     assert "the check below passes; if that was all the task asks, reply TASK_COMPLETE" in passed
     assert "1 passed" in passed
     statuses = [e["message"] for e in events if e["type"] == "status"]
-    assert sum("checking:" in m and "python3 -m pytest" in m for m in statuses) == 3  # + finish
+    assert statuses.count("checking: python3 -m pytest -q -x -p no:cacheprovider") == 3  # +finish
     assert result.status == "completed" and len(requests) == 3
 
 

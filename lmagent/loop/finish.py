@@ -104,7 +104,8 @@ class Finish:
         nudge = "blocked_nudge" in self.rules and failed and not self.nudged_blocked
         if blocked and nudge:
             self.nudged_blocked = True
-            self.nudges.nudge(NUDGE_BLOCKED if done.acted else NUDGE_BLOCKED_FIRST)
+            text = NUDGE_BLOCKED if done.acted else NUDGE_BLOCKED_FIRST
+            self.nudges.nudge(text, "the model gave up; asking it once to go on")
             return True
         if blocked:
             raise Blocked(blocked.group(1).strip())
@@ -153,7 +154,7 @@ class Finish:
             return False
         if self.verifier.exhausted():
             raise Blocked(not_verified(failed))
-        self.nudges.nudge(self.verifier.refusal(failed))
+        self.nudges.nudge(self.verifier.refusal(failed), "not finished: the check fails")
         return True
 
     def finishes_unchecked(self, done: Done) -> bool:
@@ -164,7 +165,7 @@ class Finish:
             return False
         nudge = done.text_calls and not self.verifier.confirmed and self.checks.before_finishing()
         if nudge:
-            self.nudges.nudge(nudge)
+            self.nudges.nudge(nudge, "asking the model to check its changes first")
         return bool(nudge)
 
     def claims_without_tools(self, content: str, done: Done) -> bool:
@@ -208,7 +209,7 @@ class Finish:
             return True
         if "wait_nudge" in self.rules and done.text_calls and not self.nudged_wait:
             self.nudged_wait = True
-            self.nudges.nudge(NUDGE_WAIT)
+            self.nudges.nudge(NUDGE_WAIT, "the model asked to wait; asking it to act or finish")
             return True
         raise Waiting(reason or "waiting", wait_until=when.isoformat(), wait_reason=reason)
 

@@ -72,10 +72,13 @@ class Nudges:
             raise Blocked(stuck)
         self.nudge(text)
 
-    def nudge(self, text: str) -> None:
+    def nudge(
+        self, text: str, why: str = "the model stopped early; nudging it to continue"
+    ) -> None:
+        """Tell the model `text`; the person sees `why`."""
         self.count += 1
         self.problem = shortened(text, 160)
-        self.status("the model stopped early; nudging it to continue")
+        self.status(why)
         self.append({"role": "user", "content": text, "note": "nudge"})
 
     def forgive(self) -> None:

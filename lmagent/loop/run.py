@@ -71,7 +71,7 @@ from lmagent.loop.prompts import (
     system_prompt,
 )
 from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
-from lmagent.loop.verify import CHECK_TIMEOUT
+from lmagent.loop.verify import CHECK_TIMEOUT, QUIET
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
 from lmagent.tools.files import existing_paths
@@ -421,7 +421,7 @@ class AgentRun:
         allowed, _ = self.gate.request("shell", {"command": command}, True)
         if not allowed:
             return None
-        self.emit("status", message=f"checking: {command}")
+        self.emit("status", message=f"checking: {command.removeprefix(QUIET)}")
         self.checks_run += 1
         before = self.checkpoints.before("shell")  # a check may change files: undone as a step
         result = self.toolset.execute(
