@@ -26,6 +26,7 @@ from pathlib import Path
 
 import lmagent.llm.embedded as embedded_llm
 from bench.common import ROOT, at_most, figure, make_config, median, result, temp_workspace
+from lmagent.core.config import SPECULATION_TYPES
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import Callbacks, LLMClient
 from lmagent.loop.prompts import system_prompt
@@ -153,7 +154,7 @@ def decoding(workspace: Path, model: Path, speculation: str) -> tuple[dict, dict
 
 def run() -> dict:
     model = embedded_llm.resolve_model()
-    speculation = embedded_llm.SPECULATION
+    speculation = SPECULATION_TYPES[0]
     tried = speculation if speculation != "none" else CANDIDATE
     with temp_workspace() as workspace, temp_workspace("lmagent-bench-kv-") as folder:
         (workspace / "shapes.py").write_text("def perimeter(w, h):\n    return 2 * (w + h)\n")

@@ -890,11 +890,10 @@ def _dates(outcomes: list[Outcome]) -> str:
 
 
 def add_speculation(parser: argparse.ArgumentParser) -> None:
-    from lmagent.llm.embedded import SPECULATION
+    from lmagent.core.config import SPECULATION_TYPES
 
-    parser.add_argument(
-        "--speculation", default=SPECULATION, help=f"the server's (default: {SPECULATION})"
-    )
+    default = SPECULATION_TYPES[0]
+    parser.add_argument("--speculation", default=default, help=f"the server's (default: {default})")
 
 
 def main(argv: list[str] | None = None) -> int:

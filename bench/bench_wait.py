@@ -35,6 +35,7 @@ import lmagent.llm.embedded as embedded_llm
 from bench import bench_tasks
 from bench.common import at_most, figure, make_config, median, percentile, result, temp_workspace
 from lmagent.checkpoints.recorder import StepRecorder
+from lmagent.core.config import SPECULATION_TYPES
 from lmagent.loop.run import run_agent
 
 WAIT_TASKS = ("hello", "fix-test", "csv-sum", "syntax", "git-init", "implement")
@@ -150,7 +151,7 @@ def run() -> dict:
     from tests.realmodel_fixtures import Relay  # tests/: imports pytest
 
     model = embedded_llm.resolve_model()
-    speculation = embedded_llm.SPECULATION
+    speculation = SPECULATION_TYPES[0]
     chosen = [t for t in bench_tasks.TASKS if t.name in WAIT_TASKS]
     steps: list[dict] = []
     firsts: list[float] = []

@@ -12,10 +12,14 @@ import hashlib
 import zipfile
 from pathlib import Path
 
+import psutil
 import pytest
+import requests
 
 import lmagent.llm.embedded as embedded_llm
+from lmagent.core.config import SPECULATION_TYPES, Config, ConfigError
 from tests.conftest import make_config
+from tests.realmodel_fixtures import need_model
 
 SLICES = [b"GGUF" + b"a" * 3000, b"b" * 2500, b"c" * 10]
 
@@ -152,3 +156,26 @@ def test_embedded_settings_follow_the_model(workspace, model, tool_set, temperat
     config = make_config(workspace, embedded_model=model)
     final = config.with_changes(**embedded_llm.embedded_settings(config, URL))
     assert (final.tool_set, final.llm_temperature, final.llm_url) == (tool_set, temperature, URL)
+
+
+@pytest.mark.parametrize("setting", SPECULATION_TYPES)
+def test_the_embedded_server_decodes_with_the_speculation_set(workspace, monkeypatch, setting):
+    """EMBEDDED_SPECULATION=none switches llama.cpp's n-gram speculation off, for a user who
+    wants replies its rounding never changes; the server runs with what the setting says."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(workspace.parent / "cache"))  # its kept prompts
+    config = make_config(workspace, embedded_model=str(need_model()), embedded_speculation=setting)
+    with embedded_llm.embedded_config(config, progress=lambda text: None) as running:
+        servers = [
+            child.cmdline()
+            for child in psutil.Process().children(recursive=True)
+            if "--speculation" in child.cmdline()
+        ]
+        health = requests.get(running.llm_url.split("/v1/")[0] + "/health", timeout=30)
+    [argv] = servers
+    assert argv[argv.index("--speculation") + 1] == setting
+    assert health.status_code == 200
+
+
+def test_a_speculation_llama_cpp_lacks_is_refused_with_the_allowed_values(workspace):
+    with pytest.raises(ConfigError, match=r"EMBEDDED_SPECULATION='eagle'.*ngram-simple, none"):
+        Config.load(environ={"EMBEDDED_SPECULATION": "eagle"}, cwd=workspace)

