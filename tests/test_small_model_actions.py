@@ -945,6 +945,23 @@ def test_without_auto_check_a_write_names_the_check_to_run(workspace):
     assert "checked" not in told and result.status == "completed"
 
 
+def test_a_person_asked_for_permission_is_asked_for_the_finishs_check_not_at_every_write(
+    workspace,
+):
+    calc_project(workspace)
+    asked: list[tuple[str, dict]] = []
+    ask = lambda tool, arguments: asked.append((tool, arguments)) or "allow"  # noqa: E731
+    steps = [text(STILL_WRONG), text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    with llama_cpp(steps) as llm:
+        config = embedded_config(workspace, llm, permission_mode="normal")
+        result = run(config, "Fix the bug in calc.py.", ask=ask)
+        llm.assert_all_used()
+    assert "checked" not in last_message(llm.requests[1])
+    commands = [arguments.get("command", "") for tool, arguments in asked if tool == "shell"]
+    assert [tool for tool, _ in asked] == ["write", "write", "shell"]
+    assert "python3 -m pytest" in commands[0] and result.status == "completed"
+
+
 def test_a_write_is_not_checked_without_the_permission_a_command_needs(workspace):
     """Attack on the gate: the check after a write is a command like the model's; in normal
     mode with nobody to ask it is not run (a test file that writes when imported)."""

@@ -413,10 +413,12 @@ class AgentRun:
         if commands:
             self.session.append({"role": "user", "content": commands, "note": "task commands"})
 
-    def harness_shell(self, command: str) -> dict | None:
+    def harness_shell(self, command: str, ask: bool = True) -> dict | None:
         """A check's command, run as the shell tool runs the model's (in the sandbox), when
-        the permission gate allows it; None when it does not, or there is no shell tool."""
-        if "shell" not in self.toolset or (self.gate.needs_asking(True) and not self.gate.ask):
+        the permission gate allows it (without asking, unless `ask`); None when it does not,
+        or there is no shell tool."""
+        asking = self.gate.needs_asking(True)
+        if "shell" not in self.toolset or (asking and not (ask and self.gate.ask)):
             return None
         allowed, _ = self.gate.request("shell", {"command": command}, True)
         if not allowed:

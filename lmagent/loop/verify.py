@@ -46,7 +46,9 @@ SHOWN_CHARS = 1500  # of a check's output, its end
 CHECK_TIMEOUT = 60
 MAX_REFUSALS = 2  # finishes refused for a failing check before the run ends not verified
 
-Shell = Callable[[str], dict | None]  # runs a command as the harness, None when not allowed
+# runs a command as the harness (asking the user when the mode needs it and the flag says so);
+# None when not allowed
+Shell = Callable[[str, bool], dict | None]
 Look = Callable[[str, dict], dict]
 
 
@@ -174,10 +176,11 @@ class Verifier:
         return commands[0].removeprefix(QUIET)
 
     def after_change(self, path: str) -> Check | None:
-        """The check a finish after changing `path` would run (`check_for`), run now; None when
-        there is none, it is not allowed, or pytest found no test to run."""
+        """The check a finish after changing `path` would run (`check_for`), run now if it
+        needs no one's permission (the person is asked at the finish, not at every write);
+        None when there is none, it is not run, or pytest found no test to run."""
         command = self.check_for(path)
-        check = self.run(QUIET + command) if command else None
+        check = self.run(QUIET + command, ask=False) if command else None
         if check is None or check.collected_nothing:
             return None
         self.confirmed = not check.failed
@@ -197,8 +200,8 @@ class Verifier:
         files = test_files(self.look)[:MAX_COMMANDS]
         return [f"{QUIET}python3 {shlex.quote(path)}" for path in files]
 
-    def run(self, command: str) -> Check | None:
-        result = self.shell(command)
+    def run(self, command: str, ask: bool = True) -> Check | None:
+        result = self.shell(command, ask)
         if result is None:
             return None
         check = Check(command.removeprefix(QUIET), result)
