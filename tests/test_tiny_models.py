@@ -304,8 +304,12 @@ def test_an_answer_cut_off_at_max_tokens_is_kept_as_in_text_mode(workspace, llm)
             ['{"name": "ls", "arguments": {"path": "docs"}}', "- read("],
             ["<tool_call>"],
         ),
-        ("text", ["<tool_call>", "- read("], ["Examples:"]),
-        ("native", ["<tool_call>"], ["- read(", "Examples:"]),
+        ("text", ["<tool_call>", "- read(", "TASK_COMPLETE"], ["Examples:", "BLOCKED", "WAIT"]),
+        (
+            "native",
+            ["<tool_call>", "BLOCKED: <reason>", "WAIT: <ISO-8601 time>"],
+            ["- read(", "Examples:"],
+        ),
     ],
 )
 def test_the_prompt_teaches_the_form_calls_take(workspace, form, present, absent):
