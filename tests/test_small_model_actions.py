@@ -80,6 +80,10 @@ def last_message(request: dict) -> str:
         ("```bash\nls -la\n```", [("shell", {"command": "ls -la"})]),
         ("```sh\n$ git init\n$ git add .\n```", [("shell", {"command": "git init\ngit add ."})]),
         ("```console\n$ ls\nREADME.md\n```", [("shell", {"command": "ls"})]),
+        (  # a transcript with the output the model imagined: only its commands run
+            "```bash\n$ python -m pytest -q t.py\n(exit code 0)\n=== 1 passed ===\n$ ls\n```",
+            [("shell", {"command": "python -m pytest -q t.py\nls"})],
+        ),
         (
             "app.py\n```python\nprint(1)\n```",
             [("write", {"path": "app.py", "content": "print(1)\n"})],

@@ -10,7 +10,8 @@ Accepted forms (text around them is allowed):
   key beside name and arguments (then only for a known tool)
 With `blocks` (TOOL_CALL_MODE=text, whose prompt teaches them), fenced blocks are actions too,
 when the reply has no call in the forms above (see `block_actions`):
-  ```bash / ```sh / ```shell block       -> shell with its commands (```console: its "$ " lines)
+  ```bash / ```sh / ```shell block       -> shell with its commands (a transcript, ```console
+                                            or first line "$ ...": its "$ " lines)
   a path on its own line, then a fence   -> write that file with the block's content
   a fence whose first line is only "# path" or "// path" -> the same
   a tool written as a command in a shell block -> that tool (`write count.txt 17`,
@@ -630,11 +631,15 @@ def _is_command(line: str) -> bool:
 
 
 def _commands_of(body: str, language: str) -> str:
-    """A shell block's commands: in a console transcript only its "$ " lines; a "$ " prompt
-    in front of every command line is dropped."""
+    """A shell block's commands: in a console transcript (a console block, or any shell block
+    whose first command has a "$ " prompt) only its "$ " lines, the rest being output (the
+    1.5B model showed `$ python -m pytest` with the output it imagined, "(exit code 0)", in a
+    bash block, and each line of it ran as a command); a "$ " prompt in front of every command
+    line is dropped."""
     lines = [line for line in body.strip("\n").splitlines() if _is_command(line)]
     prompted = [line for line in lines if line.lstrip().startswith("$ ")]
-    if language in ("console", "terminal") and prompted:
+    transcript = language in ("console", "terminal") or (lines and lines[0] in prompted)
+    if transcript and prompted:
         lines = prompted
     if lines and len(prompted) == len(lines):
         lines = [line.lstrip()[2:] for line in lines]
