@@ -217,6 +217,56 @@ def test_merging_python_definitions(new, merged):
     assert (found[0] if found else None) == merged
 
 
+WORD_TESTS = (
+    "import unittest\n\nfrom word import is_word\n\n\n"
+    "class WordTest(unittest.TestCase):\n"
+    "    def test_empty(self):\n        self.assertIs(is_word(''), True)\n\n"
+    "    def test_mixed_case(self):\n        self.assertIs(is_word('Aa'), True)\n\n"
+    "    def test_long(self):\n        self.assertIs(is_word('abc'), True)\n\n\n"
+    "if __name__ == '__main__':\n    unittest.main()\n"
+)
+ONE_METHOD = (
+    "class WordTest(unittest.TestCase):\n"
+    "    def test_mixed_case(self):\n        self.assertIs(is_word('Aa'), False)\n\n"
+    "    def test_new(self):\n        pass\n"
+)
+
+
+def test_a_class_block_holding_some_of_its_methods_keeps_the_others():
+    merged, kept = merge_python(WORD_TESTS, ONE_METHOD)
+    assert kept == ["WordTest.test_empty", "WordTest.test_long"]
+    assert merged == WORD_TESTS.replace("is_word('Aa'), True", "is_word('Aa'), False").replace(
+        "\n\n\nif __name__", "\n\n    def test_new(self):\n        pass\n\n\nif __name__"
+    )
+
+
+@pytest.mark.parametrize(
+    "new",
+    [
+        ONE_METHOD.replace("    ", "  "),  # indented otherwise: merged, it would not parse
+        ONE_METHOD.replace("class WordTest", "x = 1\nclass WordTest"),  # other code
+        ONE_METHOD + "    x = 1\n",  # a class body that is more than methods
+    ],
+)
+def test_a_class_block_that_cannot_be_merged_is_left_as_it_is(new):
+    found = merge_python(WORD_TESTS, new)
+    assert found is None or "x = 1" not in found[0]  # never half-merged
+    assert found is None
+
+
+def test_a_test_file_keeps_its_tests_when_the_model_writes_one_of_them(workspace):
+    """The 1.5B model, shown a failing Exercism test, wrote that test method in its class under
+    the test file's name: the file lost its other tests and its imports."""
+    (workspace / "word.py").write_text("def is_word(text):\n    return True\n")
+    (workspace / "word_test.py").write_text(WORD_TESTS)
+    steps = [text(f"word_test.py\n```python\n{ONE_METHOD}```"), text("Done.\nTASK_COMPLETE")]
+    steps += [text("Done.\nTASK_COMPLETE")] * 2
+    _, requests, _ = embedded_run(workspace, steps, task="Make word.py pass word_test.py.")
+    kept = (workspace / "word_test.py").read_text()
+    assert "def test_empty" in kept and "def test_long" in kept and "import unittest" in kept
+    assert "WordTest.test_empty, WordTest.test_long kept as they were" in last_message(requests[1])
+
+
 def test_the_files_a_task_names_are_shown_with_it(workspace):
     (workspace / "calc.py").write_text(CALC)
     (workspace / "src").mkdir()

@@ -1,7 +1,7 @@
-"""A Python file block that holds only some of the file's functions and classes: those are
-replaced, the rest kept. A small model asked to fix one function writes that function alone
-under the file's name (measured on Qwen2.5-Coder-1.5B: calc.py lost mul when it fixed add);
-written as it is, the file would lose everything else.
+"""A Python file block that holds only some of the file's functions and classes (or of a
+class's methods): those are replaced, the rest kept. A small model asked to fix one function
+writes that function alone under the file's name (measured on Qwen2.5-Coder-1.5B: calc.py lost
+mul when it fixed add); written as it is, the file would lose everything else.
 """
 
 from __future__ import annotations
@@ -10,34 +10,85 @@ import ast
 from collections.abc import Callable
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+KEPT_NAMED = 6  # of the definitions kept, named in the note
 
 
 def merge_python(old: str, new: str) -> tuple[str, list[str]] | None:
     """(merged text, names kept from `old`) when `new` holds only imports and top-level
-    definitions, and lacks some of `old`'s; None when `new` should replace the file as it is
-    (a whole file, other code, or either text is not valid Python)."""
+    definitions, and lacks some of `old`'s, or some methods of a class `old` has (the 1.5B model
+    wrote one test method in its class under the test file's name, and the file lost its other
+    tests and its imports); None when `new` should replace the file as it is (a whole file,
+    other code, or either text is not valid Python)."""
     try:
         old_tree, new_tree = ast.parse(old), ast.parse(new)
     except (SyntaxError, ValueError):
         return None
-    old_spans, new_spans = _spans(old_tree), _spans(new_tree)
-    kept = [name for name in old_spans if name not in new_spans]
-    if not new_spans or not kept or not _only_definitions(new_tree):
+    if not _spans(new_tree.body) or not _only_definitions(new_tree.body):
         return None
     old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
-    merged = list(old_lines)
-    appended: list[str] = []
-    for name, (start, end) in sorted(new_spans.items(), key=lambda item: -item[1][0]):
-        if name not in old_spans:
-            appended = ["\n\n", *_ended(new_lines[start:end]), *appended]
-    for name, (start, end) in sorted(old_spans.items(), key=lambda item: -item[1][0]):
-        if name in new_spans:
-            new_start, new_end = new_spans[name]
-            merged[start:end] = _ended(new_lines[new_start:new_end])
+    merged, kept = _merged(
+        old_lines, old_tree.body, new_lines, new_tree.body, len(old_lines), "\n\n"
+    )
+    if not kept:
+        return None
     imports = [line for line in _import_lines(new_tree, new_lines) if line not in old_lines]
     at = _after_imports(old_tree)
     merged[at:at] = imports
-    return "".join(merged + appended), kept
+    text = "".join(merged)
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError):  # a method indented otherwise than the class's
+        return None
+    return text, kept
+
+
+def _merged(
+    old_lines: list[str], old_body: list, new_lines: list[str], new_body: list, end: int, gap: str
+) -> tuple[list[str], list[str]]:
+    """`old_lines` with the definitions of `new_body` put in place of those of `old_body` and
+    the new ones added at `end` (after the container's last line), each after `gap`; with the
+    names kept. A class in both whose new body holds only some of its methods is merged the
+    same way, inside it."""
+    old_spans, new_spans = _spans(old_body), _spans(new_body)
+    kept = [name for name in old_spans if name not in new_spans]
+    edits: list[tuple[int, int, list[str]]] = []
+    added = [_ended(new_lines[a:b]) for name, (a, b) in new_spans.items() if name not in old_spans]
+    if added:
+        edits.append((end, end, [line for lines in added for line in [gap, *lines]]))
+    old_nodes, new_nodes = _named(old_body), _named(new_body)
+    for name, (start, stop) in old_spans.items():
+        if name not in new_spans:
+            continue
+        inner = _class_merge(old_lines, old_nodes[name], new_lines, new_nodes[name])
+        if inner is None:
+            new_start, new_stop = new_spans[name]
+            edits.append((start, stop, _ended(new_lines[new_start:new_stop])))
+        else:
+            lines, inner_kept = inner  # the class's lines changed, the rest as they were
+            edits.append((start, stop, lines[start : stop + len(lines) - len(old_lines)]))
+            kept += [f"{name}.{method}" for method in inner_kept]
+    merged = list(old_lines)
+    for start, stop, lines in sorted(edits, key=lambda edit: -edit[0]):
+        merged[start:stop] = lines
+    return merged, kept
+
+
+def _class_merge(
+    old_lines: list[str], old: ast.stmt, new_lines: list[str], new: ast.stmt
+) -> tuple[list[str], list[str]] | None:
+    """Two classes of one name: the old one's lines with the new one's methods merged in, when
+    the new body holds only methods and lacks some of the old one's; else None."""
+    both = isinstance(old, ast.ClassDef) and isinstance(new, ast.ClassDef)
+    if not both or not _only_definitions(new.body):
+        return None
+    if all(name in _spans(new.body) for name in _spans(old.body)):
+        return None
+    end = old.end_lineno or old.lineno
+    return _merged(old_lines, old.body, new_lines, new.body, end, "\n")
+
+
+def _named(body: list) -> dict[str, ast.stmt]:
+    return {node.name: node for node in body if isinstance(node, DEFINITIONS)}
 
 
 def merged_block(arguments: dict, look: Callable[[str, dict], dict]) -> tuple[dict, str]:
@@ -50,25 +101,28 @@ def merged_block(arguments: dict, look: Callable[[str, dict], dict]) -> tuple[di
     merged = merge_python(str(old.get("content", "")), arguments["content"])
     if merged is None:
         return arguments, ""
-    kept = ", ".join(merged[1])
+    names = merged[1]
+    kept = ", ".join(names[:KEPT_NAMED]) + (
+        f" and {len(names) - KEPT_NAMED} more" * (len(names) > KEPT_NAMED)
+    )
     note = f"your block held only part of {path}: its definitions replaced those in the file; "
     return {**arguments, "content": merged[0]}, note + f"{kept} kept as they were"
 
 
-def _spans(tree: ast.Module) -> dict[str, tuple[int, int]]:
-    """Top-level definitions: name -> (first line with its decorators, end), 0-based."""
+def _spans(body: list) -> dict[str, tuple[int, int]]:
+    """A body's definitions: name -> (first line with its decorators, end), 0-based."""
     spans = {}
-    for node in tree.body:
+    for node in body:
         if isinstance(node, DEFINITIONS):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             spans[node.name] = (first - 1, node.end_lineno or node.lineno)
     return spans
 
 
-def _only_definitions(tree: ast.Module) -> bool:
+def _only_definitions(body: list) -> bool:
     return all(
         isinstance(node, (*DEFINITIONS, ast.Import, ast.ImportFrom)) or _is_docstring(node)
-        for node in tree.body
+        for node in body
     )
 
 
