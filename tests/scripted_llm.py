@@ -703,7 +703,7 @@ class ScriptedLLM:
                 raise AssertionError("ScriptedLLM received no requests")
             return self.requests[-1]
 
-    def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+    def wait_for_requests(self, n: int, timeout: float = 20.0) -> list[dict[str, Any]]:
         """Block until at least ``n`` chat requests arrived; AssertionError on timeout."""
         with self._cond:
             if not self._cond.wait_for(lambda: len(self.requests) >= n, timeout):

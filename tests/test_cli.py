@@ -127,8 +127,8 @@ def test_a_workspace_that_is_a_file_is_one_line(workspace, llm):
 # --------------------------------------------------------------------------- flags
 
 
-def test_version_is_fast_and_imports_nothing_heavy(workspace):
-    started = time.monotonic()
+def test_version_imports_nothing_heavy(workspace):
+    """What keeps --version fast (its time is measured in bench/, not asserted here)."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", str(ROOT / "agent_main.py"), "--version"],
         cwd=workspace,
@@ -136,7 +136,6 @@ def test_version_is_fast_and_imports_nothing_heavy(workspace):
         text=True,
         timeout=30,
     )
-    elapsed = time.monotonic() - started
     assert done.returncode == 0
     assert done.stdout.startswith("lmagent ")
     imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
@@ -148,7 +147,6 @@ def test_version_is_fast_and_imports_nothing_heavy(workspace):
         "colorama",
     }
     assert not imported & heavy
-    assert elapsed < 3
 
 
 def test_list_sessions_plain_and_json(workspace, llm):

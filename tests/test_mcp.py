@@ -263,13 +263,13 @@ def test_hung_servers_fail_within_one_bound_together_and_leave_no_process(worksp
     write_mcp_json(workspace, hung_and_good_servers(mark))
     mgr = MCPManager(workspace)
     started = time.monotonic()
-    mgr.start(timeout=3)
+    mgr.start(timeout=10)  # the good one starts within it on a busy machine too
     took = time.monotonic() - started
     try:
-        assert 3 <= took < 4.5  # one bound for all of them, not 3 s per hung server
+        assert 10 <= took < 15  # one bound for all of them, not 10 s per hung server
         hung_a, hung_b, good = mgr.status_lines()
-        assert hung_a == "hung_a: failed — did not start within 3 s; stopped"
-        assert hung_b == "hung_b: failed — did not start within 3 s; stopped"
+        assert hung_a == "hung_a: failed — did not start within 10 s; stopped"
+        assert hung_b == "hung_b: failed — did not start within 10 s; stopped"
         assert good.startswith("good: ready (echo, add")
         assert {t.name for t in mgr.tools()} >= {"mcp_good_echo", "mcp_good_add"}
         assert [p for p in marked(mark) if str(DEMO) in p.cmdline()]  # the good one runs
@@ -293,7 +293,7 @@ def test_close_during_start_up_stops_every_server(workspace, mark):
 
 
 def test_the_agent_starts_past_hung_servers_and_leaves_none_behind(workspace, mark):
-    bound = 5
+    bound = 10  # the good one starts within it on a busy machine too
     write_mcp_json(workspace, hung_and_good_servers(mark))
     env = cli_env(workspace, ENABLE_MCP="true", MCP_START_TIMEOUT=str(bound))
     started = time.monotonic()

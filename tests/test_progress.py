@@ -51,7 +51,8 @@ def test_the_prompt_phase_ticks_until_the_first_token_then_ends(workspace, llm):
 def test_a_fast_reply_still_says_it_was_reading(workspace, llm):
     llm.add(text("Hi.\nTASK_COMPLETE"))
     progress = [e for e in events_of(workspace, llm) if e["type"] == "progress"]
-    assert [e.get("done", False) for e in progress] == [False, True]
+    said = [e.get("done", False) for e in progress]  # one line a second while it reads
+    assert said[0] is False and said[-1] is True and said.count(True) == 1
 
 
 def test_the_servers_reading_gives_a_fraction_and_the_time_left(workspace, llm):
@@ -101,8 +102,8 @@ def test_the_one_shot_cli_shows_one_updating_line_on_a_terminal(workspace, llm):
     llm.add(slow_answer())
     terminal = Terminal(["say hi"], cwd=workspace, env=cli_env(workspace, llm))
     try:
-        llm.wait_for_requests(1, timeout=20)  # sent: the line is due within a second
-        shown = terminal.expect("reading the prompt · ~", timeout=1)
+        llm.wait_for_requests(1, timeout=20)  # sent: the line is due at once
+        shown = terminal.expect("reading the prompt · ~", timeout=5)
         assert "Hello there" not in shown
         later = terminal.expect("tokens · 2 s")
         assert "Hello there" not in later
@@ -121,7 +122,7 @@ def test_the_repl_shows_the_progress_line_over_a_pty(workspace, llm):
         terminal.expect("Type a task")
         terminal.type("say hi")
         llm.wait_for_requests(1, timeout=10)
-        shown = terminal.expect("reading the prompt · ~", timeout=1)
+        shown = terminal.expect("reading the prompt · ~", timeout=5)
         assert "Hi from the REPL" not in shown
         terminal.expect("Hi from the REPL.")
         terminal.type("quit")

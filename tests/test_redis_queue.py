@@ -770,7 +770,13 @@ def test_tasks_in_nested_workspaces_never_run_at_once(tmp_path, redis_server, wo
 def test_a_task_waiting_for_a_busy_workspace_runs_after_it_without_losing_a_try(
     tmp_path, redis_server, workers
 ):
-    llm = ScriptedLLM([text("done\nTASK_COMPLETE", delay=6), DONE]).start()
+    release = threading.Event()
+
+    def held(body: dict) -> dict:  # the first run's reply, until worker b has met the task
+        release.wait(60)
+        return text("done\nTASK_COMPLETE")
+
+    llm = ScriptedLLM([held, DONE]).start()
     try:
         workspace = tmp_path / "shared"
         workspace.mkdir()
@@ -780,17 +786,20 @@ def test_a_task_waiting_for_a_busy_workspace_runs_after_it_without_losing_a_try(
         llm.wait_for_requests(1, timeout=30)
         waiting = redis_queue.submit(config, {"task": "after it"})
         workers(llm, "b")
+        log_b = tmp_path / "worker-b.log"
+        left = f"worker: left {waiting} for another worker: workspace in use"
+        wait_for(lambda: log_b.exists() and left in log_b.read_text(), 30, "b to meet the task")
+        release.set()
         wait_for(lambda: len(outcomes(redis_server.url)) >= 2, 30, "both tasks")
         first, second = outcomes(redis_server.url)
         assert (first["status"], second["status"]) == (STATUS_COMPLETED, STATUS_COMPLETED)
         finished = datetime.fromisoformat(first["started"]).timestamp() + first["duration_s"]
         assert datetime.fromisoformat(second["started"]).timestamp() >= finished
-        said = (tmp_path / "worker-b.log").read_text()
-        assert f"worker: left {waiting} for another worker: workspace in use" in said
-        assert "Traceback" not in said
+        assert "Traceback" not in log_b.read_text()
         job = redis_queue.rq_queue(redis_queue.connect(redis_server.url)).fetch_job(waiting)
         assert job.retries_left == redis_queue.MAX_TRIES - 1  # waiting is not failing
     finally:
+        release.set()
         llm.stop()
 
 
@@ -917,7 +926,7 @@ def test_a_skewed_worker_starts_a_not_before_task_by_the_queues_clock(
         wait_for(lambda: outcomes(redis_server.url), 20, "the task to start")
         (record,) = outcomes(redis_server.url)
         late = (datetime.fromisoformat(record["started"]) - not_before).total_seconds()
-        assert 0 <= late < 3, f"started {late:+.1f} s from its not-before time"
+        assert 0 <= late < 6, f"started {late:+.1f} s from its not-before time"  # not 1 h
         side = "behind" if clock.startswith("-") else "ahead of"
         said = (tmp_path / "worker-skewed.log").read_text()
         assert f"worker: this machine's clock is 3600 s {side} the queue's;" in said
@@ -946,7 +955,7 @@ def test_a_wait_on_a_worker_an_hour_ahead_wakes_after_its_delay(tmp_path, redis_
         first, woken = outcomes(redis_server.url)
         assert (first["status"], woken["status"]) == ("waiting", STATUS_COMPLETED)
         slept = (datetime.fromisoformat(woken["started"]) - asked[0]).total_seconds()
-        assert 5 <= slept < 9, f"woken {slept:.1f} s after the WAIT"
+        assert 5 <= slept < 15, f"woken {slept:.1f} s after the WAIT"  # not an hour
     finally:
         llm.stop()
 
@@ -972,7 +981,8 @@ def test_a_task_of_a_killed_skewed_worker_is_taken_within_the_bound(
         assert (record["task_id"], record["status"]) == (task_id, STATUS_COMPLETED)
         assert str(ahead.pid) not in record["worker"]
         taken = (datetime.fromisoformat(record["started"]) - killed).total_seconds()
-        assert taken <= 1.5 * lease + 2, f"taken {taken:.1f} s after the kill"  # README's bound
+        # SCHEDULER.md's "about 1.5 x SCHEDULER_LEASE", with room for a busy machine
+        assert taken <= 1.5 * lease + 6, f"taken {taken:.1f} s after the kill"
         assert len(llm.requests) == 2
     finally:
         llm.stop()

@@ -306,7 +306,7 @@ def test_fork_bomb_is_contained(sandbox):
     assert count <= 20, f"{count} processes are still in the sandbox"
     assert after.output == "survived\n"
     assert monitor.failures == [], "the host could not start a process during the fork bomb"
-    assert monitor.slowest < 2.0, f"the host needed {monitor.slowest:.1f} s to start a process"
+    assert monitor.slowest < 5.0, f"the host needed {monitor.slowest:.1f} s to start a process"
     assert monitor.peak_pids <= 128
 
 

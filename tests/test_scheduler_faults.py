@@ -154,9 +154,9 @@ def test_an_outcome_left_beside_its_task_is_recorded_once_and_the_task_moved_on(
 
     background()
     wait_for(lambda: files(paths.done), what="the task to move on")
+    assert_nothing_left_behind(workspace)  # the markers go after the move
     assert history(workspace) == [record]
     assert files(paths.done) == [name]
-    assert os.listdir(paths.processing) == []
     assert llm.requests == []  # not run again
 
 
