@@ -561,7 +561,7 @@ def test_an_error_object_sent_with_status_200_is_classified_like_an_http_error(l
 
 def stop_when(event: threading.Event, stop: StopToken, stopped_at: list) -> threading.Thread:
     def run():
-        if event.wait(5):
+        if event.wait(30):
             stopped_at.append(time.monotonic())
             stop.stop()
 
@@ -570,14 +570,14 @@ def stop_when(event: threading.Event, stop: StopToken, stopped_at: list) -> thre
     return thread
 
 
-def test_stop_mid_stream_raises_within_a_second(llm, workspace):
+def test_stop_mid_stream_raises_before_the_next_token(llm, workspace):
     first_token, stop, stopped_at = threading.Event(), StopToken(), []
     stop_when(first_token, stop, stopped_at)
-    llm.add(text("a long reply " * 20, chunk_delay=2))  # the first token comes after 2 s
+    llm.add(text("a long reply " * 20, chunk_delay=2))  # a token every 2 s
     client = LLMClient(make_config(workspace, llm))
     with pytest.raises(LLMStopped):
         client.chat(MESSAGES, None, Callbacks(on_token=lambda t: first_token.set()), stop)
-    assert time.monotonic() - stopped_at[0] < 1
+    assert time.monotonic() - stopped_at[0] < 1.9  # not at the next token
     llm.wait_idle(timeout=2)
     assert llm.disconnects == 1  # the server was told, so it stops generating
 
