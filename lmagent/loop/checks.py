@@ -81,21 +81,22 @@ CHECKED_FAILS = "saved and checked: the check below fails; fix what it shows"
 
 def check_after_change(
     name: str, arguments: object, result: dict, verifier: Verifier, checks: WorkChecks
-) -> None:
+) -> bool:
     """For a small model, on the result of a write or an edit: the check a finish would run
     (the workspace's tests, or the command the task quotes), run now by the harness, its
     output and whether it passes in the result (as aider's --auto-test). Told to run the
     tests next, the 1.5B model answered its written solution with a WAIT, or TASK_COMPLETE,
-    unchecked, on 9 of 32 Exercism runs."""
+    unchecked, on 9 of 32 Exercism runs. Whether a check ran."""
     path = arguments.get("path", "") if isinstance(arguments, dict) else ""
     if name not in ("write", "edit") or not result.get("success") or not path:
-        return
+        return False
     check = verifier.after_change(str(path))
     if check is None:
-        return
+        return False
     checks.record("shell", {"command": check.command}, check.result, {})
     result["next"] = CHECKED_FAILS if check.failed else CHECKED_PASSES
     result["output"] = check.shown()
+    return True
 
 
 def only_looks(command: str) -> bool:

@@ -659,11 +659,12 @@ class AgentRun:
         arguments = _try_json(raw)
         self.changes += self.changed_files(name, result, change)
         ran_changes = self.checks.record(name, arguments, result, change)
-        if self.text_calls and "next_step" in self.rules:
-            check_for = self.finishing.verifier.check_for
-            name_next_step(name, arguments, result, ran_changes, check_for)
-        if self.text_calls and "auto_check" in self.rules:
-            check_after_change(name, arguments, result, self.finishing.verifier, self.checks)
+        verifier = self.finishing.verifier
+        checked = self.text_calls and "auto_check" in self.rules
+        if checked and check_after_change(name, arguments, result, verifier, self.checks):
+            pass  # the result says how the check went: that is the next step
+        elif self.text_calls and "next_step" in self.rules:
+            name_next_step(name, arguments, result, ran_changes, verifier.check_for)
         self.outcome.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(
