@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 import pytest
@@ -165,10 +166,11 @@ def test_the_embedded_server_decodes_with_the_speculation_set(workspace, monkeyp
     monkeypatch.setenv("XDG_CACHE_HOME", str(workspace.parent / "cache"))  # its kept prompts
     config = make_config(workspace, embedded_model=str(need_model()), embedded_speculation=setting)
     with embedded_llm.embedded_config(config, progress=lambda text: None) as running:
+        port = str(urlsplit(running.llm_url).port)  # other tests' servers may be running too
         servers = [
-            child.cmdline()
-            for child in psutil.Process().children(recursive=True)
-            if "--speculation" in child.cmdline()
+            argv
+            for argv in (child.cmdline() for child in psutil.Process().children(recursive=True))
+            if "--speculation" in argv and argv[argv.index("--port") + 1] == port
         ]
         health = requests.get(running.llm_url.split("/v1/")[0] + "/health", timeout=30)
     [argv] = servers
