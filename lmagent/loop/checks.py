@@ -5,6 +5,7 @@ it done. Asked once to check, it ran the program, saw the error and fixed it.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -80,7 +81,12 @@ CHECKED_FAILS = "saved and checked: the check below fails; fix what it shows"
 
 
 def check_after_change(
-    name: str, arguments: object, result: dict, verifier: Verifier, checks: WorkChecks
+    name: str,
+    arguments: object,
+    result: dict,
+    verifier: Verifier,
+    check_for: CheckFor,
+    checks: WorkChecks,
 ) -> bool:
     """For a small model, on the result of a write or an edit: the check a finish would run
     (the workspace's tests, or the command the task quotes), run now by the harness, its
@@ -90,13 +96,33 @@ def check_after_change(
     path = arguments.get("path", "") if isinstance(arguments, dict) else ""
     if name not in ("write", "edit") or not result.get("success") or not path:
         return False
-    check = verifier.after_change(str(path))
+    check = verifier.after_change(check_for(str(path)))
     if check is None:
         return False
     checks.record("shell", {"command": check.command}, check.result, {})
     result["next"] = CHECKED_FAILS if check.failed else CHECKED_PASSES
     result["output"] = check.shown()
     return True
+
+
+def next_for_small_model(
+    name: str,
+    arguments: object,
+    result: dict,
+    ran: bool,
+    verifier: Verifier,
+    checks: WorkChecks,
+    rules: frozenset[str],
+) -> None:
+    """On a call's result, for a small model: after a write or an edit, the check its finish
+    would run, run (`auto_check`); else the next step named (`next_step`)."""
+    check_for = functools.cache(verifier.check_for)  # a glob of the tests: once per call
+    if "auto_check" in rules and check_after_change(
+        name, arguments, result, verifier, check_for, checks
+    ):
+        return  # the result says how the check went: that is the next step
+    if "next_step" in rules:
+        name_next_step(name, arguments, result, ran, check_for)
 
 
 def only_looks(command: str) -> bool:

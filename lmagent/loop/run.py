@@ -35,7 +35,7 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import WorkChecks, check_after_change, name_next_step
+from lmagent.loop.checks import WorkChecks, next_for_small_model
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
@@ -659,12 +659,9 @@ class AgentRun:
         arguments = _try_json(raw)
         self.changes += self.changed_files(name, result, change)
         ran_changes = self.checks.record(name, arguments, result, change)
-        verifier = self.finishing.verifier
-        checked = self.text_calls and "auto_check" in self.rules
-        if checked and check_after_change(name, arguments, result, verifier, self.checks):
-            pass  # the result says how the check went: that is the next step
-        elif self.text_calls and "next_step" in self.rules:
-            name_next_step(name, arguments, result, ran_changes, verifier.check_for)
+        if self.text_calls:
+            state = (self.finishing.verifier, self.checks, self.rules)
+            next_for_small_model(name, arguments, result, ran_changes, *state)
         self.outcome.record(name, arguments, result, change)
         self.check_loop(name, raw, result, change)
         self.emit(

@@ -175,11 +175,10 @@ class Verifier:
             return None
         return commands[0].removeprefix(QUIET)
 
-    def after_change(self, path: str) -> Check | None:
-        """The check a finish after changing `path` would run (`check_for`), run now if it
+    def after_change(self, command: str | None) -> Check | None:
+        """The check a finish after a change would run (`check_for` names it), run now if it
         needs no one's permission (the person is asked at the finish, not at every write);
         None when there is none, it is not run, or pytest found no test to run."""
-        command = self.check_for(path)
         check = self.run(QUIET + command, ask=False) if command else None
         if check is None or check.collected_nothing:
             return None
