@@ -989,6 +989,24 @@ def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace
     assert result.status == "completed" and len(requests) == 3
 
 
+def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace):
+    """A write whose check failed did not work, though the file was saved: the 1.5B model wrote
+    the same wrong proverb.py four times, told each time after the second "this exact call
+    already succeeded before. If the task is done, reply ... TASK_COMPLETE". The same write
+    again, nothing changed since, is asked for again (sampled), then not saved, and the model
+    is told that the check failed on this very change."""
+    calc_project(workspace)
+    same = text(STILL_WRONG)
+    steps = [same, same, same, same, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    temperatures = [r["temperature"] for r in requests]
+    assert temperatures[:4] == [0.0, 0.0, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE]
+    told = last_message(requests[4])
+    assert told.startswith("Not saved: this is the same change as before, and its check fails")
+    assert "already succeeded" not in "".join(str(m["content"]) for m in requests[4]["messages"])
+    assert result.status == "completed"
+
+
 def test_without_auto_check_a_write_names_the_check_to_run(workspace):
     calc_project(workspace)
     with llama_cpp([text(FIXED), text("Fixed.\nTASK_COMPLETE")]) as llm:

@@ -80,6 +80,18 @@ CHECKED_PASSES = (
 CHECKED_FAILS = "saved and checked: the check below fails; fix what it shows"
 
 
+def failed_check(result: dict) -> str:
+    """For the result of a write or an edit whose check the harness ran (`check_after_change`)
+    and saw fail, that failure as an error ("its check fails: 1 failed in 0.2s"); blank
+    otherwise. The write worked, but the step did not: the same write again, nothing changed
+    since, would fail the same way (the 1.5B model wrote the same wrong proverb.py four times,
+    told each time after the second "this exact call already succeeded before")."""
+    if result.get("next") != CHECKED_FAILS:
+        return ""
+    lines = str(result.get("output") or "").strip().splitlines()
+    return f"its check fails: {lines[-1].strip()[:200]}" if lines else "its check fails"
+
+
 def check_after_change(
     name: str,
     arguments: object,

@@ -96,10 +96,16 @@ NUDGE_NOTHING_DONE = (
 )
 
 
-def not_run_again(command: str, error: str) -> str:
+def not_run_again(call: str, command: str, error: str) -> str:
     """For a small model repeating actions that failed, with no file changed since: the
     command (when it is one line) and its error said again, with what to do when the error
-    does not say it (told after an error that does, a 1.5B model repeated the command)."""
+    does not say it (told after an error that does, a 1.5B model repeated the command). A
+    write or an edit whose check failed is the same change again: a different one is needed."""
+    if call in ("write", "edit"):
+        return (
+            f"Not saved: this is the same change as before, and {error.rstrip('.')}. The "
+            "check's output above shows what is wrong: make a different change."
+        )
     what = command if command and "\n" not in command else "it"
     told = f"Not run: {what} would fail the same way, as nothing has changed. {error.rstrip('.')}."
     if "exited with code" in error:

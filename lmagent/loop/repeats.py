@@ -89,10 +89,10 @@ class Repeats:
         self.nudges.append(message)
         self.nudges.status("not run: it failed before, and nothing has changed since")
         calls = self.actions_of(reply)
-        arguments = calls[0]["arguments"] if len(calls) == 1 else {}
+        name, arguments = (calls[0]["name"], calls[0]["arguments"]) if len(calls) == 1 else ("", {})
         command = str(arguments.get("command", "")) if isinstance(arguments, dict) else ""
         stuck = "the model keeps repeating actions that fail"
-        self.nudges.push(not_run_again(command, error), stuck)
+        self.nudges.push(not_run_again(name, command, error), stuck)
         return True
 
     def repeats(self, reply: Reply) -> bool:

@@ -35,7 +35,7 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import WorkChecks, next_for_small_model
+from lmagent.loop.checks import WorkChecks, failed_check, next_for_small_model
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
@@ -622,8 +622,7 @@ class AgentRun:
             result = self.run_call(call)
             self.step_ok = self.step_ok or bool(result.get("success"))
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
-            if not (result.get("success") or self.error):
-                self.error = _error_of(result)
+            self.error = self.error or _error_of(result)
             if result.get("success"):
                 self.finishing.call_succeeded()
             if result.get("final") and result.get("success"):
@@ -719,7 +718,7 @@ class AgentRun:
                 f"you have made this exact {name} call {count} times; its result will not "
                 "change. Do something different or finish."
             )
-        elif count > 1 and result.get("success"):  # a small model repeats a step that worked
+        elif count > 1 and not _error_of(result):  # a small model repeats a step that worked
             result["note"] = REPEATED_SUCCESS
         elif count > 1:  # ... and one that failed, unchanged, hoping for another result
             result["note"] = REPEATED_FAILURE
@@ -825,7 +824,9 @@ def _compactor(config: Config, context_length: int | None) -> Compactor:
 def _error_of(result: dict) -> str:
     """A failed result's error, with the last line of the output when the error says only
     how the command exited ("command exited with code 1: cat: x: No such file or
-    directory")."""
+    directory"); for a write whose check failed, that failure; blank for a success."""
+    if result.get("success"):
+        return failed_check(result)
     error = str(result.get("error") or "it failed")
     lines = str(result.get("output") or "").strip().splitlines()
     return f"{error}: {lines[-1].strip()[:200]}" if "exited with code" in error and lines else error
