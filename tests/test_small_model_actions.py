@@ -1007,6 +1007,37 @@ def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace
     assert result.status == "completed"
 
 
+def test_code_shown_again_and_never_saved_is_no_finish_while_the_check_fails(workspace):
+    """The 1.5B model showed its poker.py three times, never saved; the run ended "completed
+    · answered without using any tool" with the task's tests all failing. Code shown again
+    after being told it does nothing is refused like a finish while the check fails, and the
+    run ends "not verified", never "completed"."""
+    calc_project(workspace)
+    shown = [text(f"Like this:\n```python\n>>> add({n}, 1)\n{n + 1}\n```") for n in range(4)]
+    steps = [shown[0], text("TASK_COMPLETE"), shown[1], shown[2], shown[3]]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    refused = last_message(requests[3])
+    assert refused.startswith("Nothing was saved: the code in your reply was only shown.")
+    assert "Not finished: the check below fails." in refused and "assert -1 == 5" in refused
+    assert result.status == "blocked" and result.message.startswith("not verified: python3 -m")
+
+
+def test_code_shown_again_then_saved_finishes_when_the_check_passes(workspace):
+    calc_project(workspace)
+    shown = [text(f"Like this:\n```python\n>>> add({n}, 1)\n{n + 1}\n```") for n in range(2)]
+    steps = [shown[0], text("TASK_COMPLETE"), shown[1], text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    result, _, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    assert result.status == "completed" and "a + b" in (workspace / "calc.py").read_text()
+
+
+def test_code_shown_for_a_question_with_no_check_is_an_answer(workspace):
+    (workspace / "notes.txt").write_text("add two numbers\n")
+    shown = [text(f"Like this:\n```python\n>>> add({n}, 1)\n{n + 1}\n```") for n in range(2)]
+    steps = [shown[0], text("TASK_COMPLETE"), shown[1]]
+    result, _, _ = embedded_run(workspace, steps, task="How would add(1, 1) be called?")
+    assert result.status == "completed" and result.message.startswith("Like this:")
+
+
 def test_without_auto_check_a_write_names_the_check_to_run(workspace):
     calc_project(workspace)
     with llama_cpp([text(FIXED), text("Fixed.\nTASK_COMPLETE")]) as llm:
@@ -1363,12 +1394,51 @@ def test_a_block_the_model_stopped_in_is_taken_as_ended(workspace):
     assert (workspace / "app.py").read_text() == QUOTED + "\n"
 
 
-def test_a_block_cut_at_the_token_limit_is_not_run(workspace):
+def test_a_block_cut_at_the_token_limit_is_not_run_and_the_model_is_told(workspace):
     cut = text("```bash\nwrite app.py '''\nimport argparse\n", finish_reason="length")
     steps = [cut, text("Nothing done.\nTASK_COMPLETE")]
-    result, _, _ = embedded_run(workspace, steps, task="What is in this folder?")
+    result, requests, _ = embedded_run(workspace, steps, task="What is in this folder?")
+    assert last_message(requests[1]).startswith(
+        "Your reply reached the length limit of one reply (1024 tokens) inside a code block"
+    )
     assert result.status == "completed"
     assert not (workspace / "app.py").exists()
+
+
+POKER = "def best_hands(hands):\n    pass\n"
+SOLVED = "def best_hands(hands):\n    return hands[:1]\n"
+POKER_TEST = "from poker import best_hands\n\n\ndef test_one():\n    assert best_hands([1])\n"
+EXPLAINED = "The task is to fix `best_hands`. The rules are:\n" + "- a rule\n" * 40
+
+
+def test_a_file_cut_off_after_a_page_of_prose_is_asked_for_again_shorter(workspace):
+    """The 1.5B model wrote a page of rules, then "Here's the updated `poker.py` file:" and
+    the file, repeating sections, until its reply ended at 1,024 tokens inside the block. Told
+    "that code was only shown", it answered TASK_COMPLETE; the run ended "completed" with
+    nothing written. It is told its reply was cut off, and writes the file again."""
+    (workspace / "poker.py").write_text(POKER)
+    (workspace / "poker_test.py").write_text(POKER_TEST)
+    cut = f"{EXPLAINED}\nHere's the updated `poker.py` file:\n\n```python\n{SOLVED}    # more"
+    steps = [text(cut, finish_reason="length"), text(f"poker.py\n```python\n{SOLVED}```")]
+    steps += [text("Done.\nTASK_COMPLETE")]
+    result, requests, events = embedded_run(workspace, steps, task="Fix poker.py")
+    told = last_message(requests[1])
+    assert "cut off there, and nothing in that block was saved or run" in told
+    assert "the reply was cut off inside a code block; asking for it again, shorter" in [
+        e.get("message") for e in events
+    ]
+    assert (workspace / "poker.py").read_text() == SOLVED
+    assert result.status == "completed"
+
+
+def test_replies_cut_off_again_and_again_end_the_run_blocked(workspace):
+    (workspace / "poker.py").write_text(POKER)
+    cut = text(f"poker.py\n```python\n{SOLVED}    # more", finish_reason="length")
+    # each told once, and each repeat asked for again twice, sampled (repeats.py)
+    result, _, _ = embedded_run(workspace, [cut] * 10, task="Fix poker.py")
+    assert result.status == "blocked"
+    assert result.message == "the model's replies keep being cut off at their length limit"
+    assert (workspace / "poker.py").read_text() == POKER
 
 
 MADE_UP = '<tool_result name="shell">{"success": true}\noutput:\nDone\n</tool_result>'

@@ -32,6 +32,7 @@ from lmagent.loop.prompts import (
 from lmagent.loop.verify import Look, Shell, Verifier, not_verified
 
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
+NOTHING_SAVED = "Nothing was saved: the code in your reply was only shown."
 NOTHING_DONE = "nothing done: the model declared the task complete without acting or answering"
 
 
@@ -90,7 +91,7 @@ class Finish:
             return
         if self.nudges_on(content, done):
             return
-        if not self.finishes_unverified(done):
+        if not self.finishes_unverified(done, only_shown=self.only_shows_code(content, done)):
             raise Completed(content.strip())
 
     def gives_up(self, content: str, done: Done) -> bool:
@@ -143,19 +144,30 @@ class Finish:
             return True
         return False
 
-    def finishes_unverified(self, done: Done) -> bool:
-        """Refuse (True) a finish after files changed in this run while the check that applies
-        fails, showing the model the failure (lmagent.loop.verify); after MAX_REFUSALS the run
-        ends blocked, "not verified: ...", never completed."""
-        if not ("verify" in self.rules and done.changed):
+    def finishes_unverified(self, done: Done, only_shown: bool = False) -> bool:
+        """Refuse (True) a finish after files changed in this run, or an answer that `only_shown`
+        code, while the check that applies fails, showing the model the failure
+        (lmagent.loop.verify); after MAX_REFUSALS the run ends blocked, "not verified: ...",
+        never completed."""
+        if not ("verify" in self.rules and (done.changed or only_shown)):
             return False
         failed = self.verifier.failure(done.changed)
         if failed is None:
             return False
         if self.verifier.exhausted():
             raise Blocked(not_verified(failed))
-        self.nudges.nudge(self.verifier.refusal(failed), "not finished: the check fails")
+        refusal = self.verifier.refusal(failed)
+        told = f"{NOTHING_SAVED}\n\n{refusal}" if only_shown else refusal
+        self.nudges.nudge(told, "not finished: the check fails")
         return True
+
+    def only_shows_code(self, content: str, done: Done) -> bool:
+        """An answer of a model calling tools as text that has never acted, showing code again
+        after it was told that code only shown does nothing: it is no finish while a check
+        fails (the 1.5B model showed poker.py three times; the run ended "completed · answered
+        without using any tool" with all 37 tests of the task's command failing)."""
+        first = done.text_calls and not (done.acted or done.resumed)
+        return first and self.nudged_code and shows_code(content)
 
     def finishes_unchecked(self, done: Done) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with

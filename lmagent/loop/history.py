@@ -25,9 +25,20 @@ def ended_text(reply: Reply) -> str:
     model ended `write app.py '''...'''` there, and the write was lost) but not when the reply
     was cut short (at its token limit: the block's text is not whole)."""
     content = before_results(reply.content)
-    fences = sum(line.lstrip().startswith("```") for line in content.splitlines())
     cut = reply.finish_reason in ("length", CUT_REPEATING)
-    return f"{content.rstrip()}\n```" if fences % 2 and not cut else content
+    return f"{content.rstrip()}\n```" if _open_block(content) and not cut else content
+
+
+def cut_in_block(reply: Reply) -> bool:
+    """A reply cut off at its length limit inside a fenced block (a 1.5B model wrote a page of
+    prose and then the file, and its reply ended at 1,024 tokens inside the file's block): what
+    the block holds is not whole, so it is neither written nor run."""
+    return reply.finish_reason == "length" and _open_block(before_results(reply.content))
+
+
+def _open_block(content: str) -> bool:
+    """Whether `content` ends inside a fenced block (an odd number of fence lines)."""
+    return sum(line.lstrip().startswith("```") for line in content.splitlines()) % 2 == 1
 
 
 def before_results(content: str) -> str:

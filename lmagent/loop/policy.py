@@ -17,6 +17,7 @@ from lmagent.loop.endings import Blocked, Failed
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
+STOPPED_EARLY = "the model stopped early; nudging it to continue"  # a nudge's status, by default
 
 RULES = frozenset(
     {
@@ -25,6 +26,7 @@ RULES = frozenset(
         "task_commands",  # the commands a task quotes, run before the first reply
         "resample",  # a repeated action or answer asked for again, sampled, before it is taken
         "sample_after_repeat",  # the reply after a repeated one sampled warm
+        "cut_in_block",  # a reply cut off at its length limit inside a block: said, asked again
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
         "auto_check",  # a small model's write or edit: the finish's check run, its output shown
         "next_step",  # a write's, a first clean run's or a commit's result names the next step
@@ -66,15 +68,14 @@ class Nudges:
         self.problem = shortened(problem, 160)
         self.append({"role": "user", "content": problem, "note": "format error"})
 
-    def push(self, text: str, stuck: str) -> None:
-        """Nudge the model on; after MAX_NUDGES in a row the run ends blocked with `stuck`."""
+    def push(self, text: str, stuck: str, why: str = "") -> None:
+        """Nudge the model on (the person sees `why`); after MAX_NUDGES in a row the run ends
+        blocked with `stuck`."""
         if self.count >= MAX_NUDGES:
             raise Blocked(stuck)
-        self.nudge(text)
+        self.nudge(text, why or STOPPED_EARLY)
 
-    def nudge(
-        self, text: str, why: str = "the model stopped early; nudging it to continue"
-    ) -> None:
+    def nudge(self, text: str, why: str = STOPPED_EARLY) -> None:
         """Tell the model `text`; the person sees `why`."""
         self.count += 1
         self.problem = shortened(text, 160)

@@ -72,6 +72,20 @@ NUDGE_REPEATING = (
     "Your reply kept repeating the same text, so it was cut off. Do not repeat it: continue "
     "the task with a tool call, or reply with a short summary and TASK_COMPLETE."
 )
+
+
+def cut_in_block_nudge(limit: int) -> str:
+    """For a reply cut off at its length limit inside a code block (history.cut_in_block)."""
+    cap = f" ({limit} tokens)" if limit else ""
+    return (
+        f"Your reply reached the length limit of one reply{cap} inside a code block, so it was "
+        "cut off there, and nothing in that block was saved or run. Reply again, shorter: no "
+        "explanation first, only the file's path on the line before its block. For a long "
+        "file, write only the parts that change (in a Python file, the functions you write "
+        "replace those of the same name; the rest is kept)."
+    )
+
+
 REPEATED_FAILURE = (
     "this exact call failed before in the same way, and nothing has changed since, so it will "
     "fail again. First change what the error points at (fix the file it names, create what is "

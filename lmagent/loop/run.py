@@ -45,6 +45,7 @@ from lmagent.loop.history import (
     PairedHistory,
     assistant_message,
     before_results,
+    cut_in_block,
     ended_text,
     repair_history,
     result_messages,
@@ -63,6 +64,7 @@ from lmagent.loop.prompts import (
     PLAN_REQUEST,
     REPEATED_FAILURE,
     REPEATED_SUCCESS,
+    cut_in_block_nudge,
     final_text,
     parse_plan,
     parse_wait,
@@ -359,6 +361,14 @@ class AgentRun:
         if not calls and made_up:
             self.session.append(message)
             self.nudges.reprompt(MADE_UP_RESULTS)
+            return
+        if not calls and self.text_calls and "cut_in_block" in self.rules and cut_in_block(reply):
+            self.session.append(message)
+            self.nudges.push(
+                cut_in_block_nudge(self.config.llm_max_tokens),
+                "the model's replies keep being cut off at their length limit",
+                "the reply was cut off inside a code block; asking for it again, shorter",
+            )
             return
         if not calls:
             self.session.append(message)
