@@ -9,7 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lmagent.core.config import Config
-from lmagent.llm.client import LLMClient
+from lmagent.llm.client import LLMClient, base_url
+from lmagent.llm.embedded import kv_cache
+from lmagent.llm.kvcache import PromptCache, server_cache
 from lmagent.llm.probe import ModelInfo, probe_model, unreachable_message
 from lmagent.llm.profile import Facts, choose_profile
 from lmagent.llm.quirks import server_named, unsent_at_start
@@ -90,6 +92,7 @@ class Runtime:
         self.mcp: MCPManager | None = None
         if config.enable_mcp:
             self.mcp = MCPManager(config.workspace)
+        self.prompts = self._keep_prompts()
         self.vision_model = self._choose_vision_model()
         if self.vision_model is not None:
             self.services.extra_tools.append(vision_tool(self.vision_model))
@@ -103,6 +106,8 @@ class Runtime:
         return self
 
     def close(self) -> None:
+        if self.prompts is not None:
+            self.prompts.unregister(save=True)
         if self.mcp is not None:
             self.mcp.close()
         self.services.close()
@@ -112,6 +117,15 @@ class Runtime:
     @property
     def context_length(self) -> int | None:
         return self.model.context_length
+
+    def _keep_prompts(self) -> PromptCache | None:
+        """A user's llama.cpp server that keeps slots (--slot-save-path, one slot) keeps the
+        prompt across processes, as the embedded server does (kvcache.py)."""
+        if self.model.source != "llama.cpp":
+            return None
+        folder = kv_cache() / "servers"
+        cache = server_cache(base_url(self.config.llm_url), folder, self.model.props)
+        return cache.register() if cache is not None else None
 
     def _choose_vision_model(self) -> str | None:
         setting = self.config.vision_enabled

@@ -75,7 +75,8 @@ which lists ``models`` on ``/v1/models`` alone, as vLLM does), ``GET /api/v1/mod
 ``GET /api/ps`` and ``POST /api/show`` when ``ollama`` is given (see ``OllamaModel``; pass
 ``models=False`` too, as Ollama has no LM Studio endpoints).  The bodies of POSTs other than
 chat requests are kept in ``.posts`` as ``(path, body)``; ``POST /slots/0?action=save|restore``
-(llama.cpp) answers when ``slot_save_path`` is given.  Anything else, and HEAD, is 404.
+(llama.cpp) answers when ``slot_save_path`` is given, else 501 as llama.cpp does without
+``--slot-save-path``.  Anything else, and HEAD, is 404.
 """
 
 from __future__ import annotations
@@ -136,6 +137,13 @@ DEFAULT_PROPS: dict[str, Any] = {
     "build_info": "scripted",
 }
 NO_TURNS_LEFT: dict[str, Any] = {"error": "scripted LLM: no turns left"}
+SLOTS_NOT_SUPPORTED: dict[str, Any] = {
+    "error": {
+        "code": 501,
+        "message": "This server does not support slots action. Start it with `--slot-save-path`",
+        "type": "not_supported_error",
+    }
+}
 
 
 def props_without_tools() -> dict[str, Any]:
@@ -549,7 +557,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.route() in CHAT_PATHS:
             llm._chat(self, raw)
             return
-        if self.route().startswith("/slots/") and llm.slot_save_path:
+        if self.route().startswith("/slots/"):
             llm._slot(self, raw)
             return
         with llm._lock:
@@ -852,10 +860,13 @@ class ScriptedLLM:
         request's messages to the file, a restore reads them back (refused unless they are
         there as saved: a damaged file)."""
         action = parse_qs(urlsplit(handler.path).query).get("action", [""])[0]
-        path = self.slot_save_path / json.loads(raw)["filename"]
         with self._lock:
             self.slot_actions.append(action)
             messages = self.requests[-1]["messages"] if self.requests else []
+        if self.slot_save_path is None:  # as llama.cpp answers without --slot-save-path
+            handler.send_json(501, SLOTS_NOT_SUPPORTED)
+            return
+        path = self.slot_save_path / json.loads(raw)["filename"]
         if action == "save":
             path.write_text(json.dumps(messages))
             handler.send_json(200, {"id_slot": 0, "n_saved": _tokens(json.dumps(messages))})

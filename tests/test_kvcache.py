@@ -11,8 +11,9 @@ import pytest
 
 from lmagent.llm import kvcache
 from lmagent.llm.client import Callbacks, LLMClient
+from lmagent.runtime import Runtime
 from tests.conftest import make_config
-from tests.scripted_llm import ScriptedLLM, text
+from tests.scripted_llm import DEFAULT_PROPS, ScriptedLLM, text
 
 IDENTITY = {"model": ["/models/m.gguf", 1000, 1], "n_ctx": 8192, "llama.cpp": "1"}
 SYSTEM = "You are LMAgent. The tools: read, write."
@@ -31,16 +32,21 @@ def run_process(server, workspace, task: str, system: str = SYSTEM, identity=IDE
     server's stop. The statuses it showed."""
     cache = kvcache.PromptCache(server.base_url, server.slot_save_path, "m", identity).register()
     client = LLMClient(make_config(workspace, server))
-    shown: list[str] = []
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
     try:
-        for n in range(replies):
-            server.add(text(f"reply {n}"))
-            reply = client.chat(messages, callbacks=Callbacks(on_status=shown.append))
-            messages.append({"role": "assistant", "content": reply.content})
+        return converse(server, client, task, system, replies)
     finally:
         cache.unregister(save=True)
         client.close()
+
+
+def converse(server, client, task: str, system: str, replies: int) -> list[str]:
+    """`replies` requests of one conversation; the statuses they showed."""
+    shown: list[str] = []
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    for n in range(replies):
+        server.add(text(f"reply {n}"))
+        reply = client.chat(messages, callbacks=Callbacks(on_status=shown.append))
+        messages.append({"role": "assistant", "content": reply.content})
     return shown
 
 
@@ -105,3 +111,75 @@ def test_a_client_of_another_server_keeps_no_prompt(server, workspace):
     server.add(text("hi"))
     LLMClient(make_config(workspace, server)).chat([{"role": "user", "content": "hi"}])
     assert server.slot_actions == []
+
+
+# --------------------------------------------------------------------------- a user's server
+
+
+def user_process(llm, workspace, task: str, system: str = SYSTEM, replies: int = 1) -> list[str]:
+    """One process run against a user's llama.cpp server (LLM_URL, no --embedded): its Runtime
+    (the probe, the prompt cache), `replies` requests, its close. The statuses it showed."""
+    runtime = Runtime(make_config(workspace, llm))
+    client = runtime.client()
+    try:
+        return converse(llm, client, task, system, replies)
+    finally:
+        client.close()
+        runtime.close()
+
+
+@pytest.fixture
+def cache_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "lmagent" / "kv" / "servers"
+
+
+def test_a_users_llamacpp_server_with_slot_save_path_keeps_the_prompt(
+    tmp_path, cache_home, workspace
+):
+    """llama.cpp started with --slot-save-path: a new process (after a restart of the server)
+    restores what the last one read; the state file is the server's, the record ours."""
+    folder = tmp_path / "server-slots"
+    folder.mkdir()
+    with ScriptedLLM(props=DEFAULT_PROPS, models=False, slot_save_path=folder) as llm:
+        assert user_process(llm, workspace, "list the files", replies=2) == []
+        assert llm.slot_actions == ["save", "save"]  # the prompt at once, all of it at the end
+        (state,) = folder.iterdir()
+        (kept,) = cache_home.iterdir()
+        assert kept.name == state.name.replace(".bin", ".json")
+        record = json.loads(kept.read_text())
+        assert record["identity"]["server"] == llm.base_url
+        assert record["identity"]["model"] == DEFAULT_PROPS["model_path"]
+        shown = user_process(llm, workspace, "read app.py")
+        assert llm.slot_actions[2] == "restore"
+        assert shown == [f"reused the saved prompt ({record['tokens']} tokens) from the cache"]
+
+
+def test_a_users_server_without_slot_save_path_is_asked_once_and_nothing_kept(
+    cache_home, workspace
+):
+    with ScriptedLLM(props=DEFAULT_PROPS, models=False) as llm:
+        assert user_process(llm, workspace, "list the files", replies=3) == []
+        assert llm.slot_actions == ["save"]  # refused (501): not asked again, nor at the end
+        assert user_process(llm, workspace, "list the files") == []
+    assert not cache_home.exists()
+
+
+def test_a_users_server_with_several_slots_is_not_asked(tmp_path, cache_home, workspace):
+    """Which slot a request lands in is the server's choice: none is saved or overwritten."""
+    folder = tmp_path / "server-slots"
+    folder.mkdir()
+    props = {**DEFAULT_PROPS, "total_slots": 4}
+    with ScriptedLLM(props=props, models=False, slot_save_path=folder) as llm:
+        user_process(llm, workspace, "list the files", replies=2)
+        assert llm.slot_actions == []
+
+
+def test_a_record_of_another_users_server_model_is_refused(tmp_path, cache_home, workspace):
+    folder = tmp_path / "server-slots"
+    folder.mkdir()
+    with ScriptedLLM(props=DEFAULT_PROPS, models=False, slot_save_path=folder) as llm:
+        user_process(llm, workspace, "list the files")
+        llm.props = {**DEFAULT_PROPS, "model_path": "/models/other.gguf"}
+        assert user_process(llm, workspace, "list the files") == []
+        assert llm.slot_actions == ["save", "save"]  # never restored into the other model

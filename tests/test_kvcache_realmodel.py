@@ -67,6 +67,30 @@ def test_a_second_one_shot_embedded_run_says_it_reused_the_saved_prompt(workspac
     assert list((tmp_path / "lmagent" / "kv").glob("*.bin"))
 
 
+def test_a_users_llamacpp_server_with_slot_save_path_gives_a_new_run_its_saved_prompt(
+    workspace, tmp_path
+):
+    """A user's own llama.cpp server started with --slot-save-path, restarted between two
+    one-shot runs (LLM_URL, no --embedded): the second run says it reused the saved prompt."""
+    need_module("xllamacpp")
+    need_model()
+    slots = tmp_path / "server-slots"
+    shown = []
+    port = None
+    for _ in range(2):
+        restarted = server(slots)
+        restarted.port = port = port or restarted.port  # the user's server keeps its address
+        with restarted as running:
+            env = cli_env(workspace, running, XDG_CACHE_HOME=str(tmp_path / "cache"))
+            env.update(LLM_TEMPERATURE="0", LLM_MAX_TOKENS="8", MAX_ITERATIONS="1")
+            command = [sys.executable, str(ROOT / "agent_main.py"), "say hi"]
+            done = subprocess.run(command, cwd=workspace, env=env, capture_output=True, text=True)
+            shown.append(done.stdout + done.stderr)
+    assert "reused the saved prompt" not in shown[0], shown[0]
+    assert "· reused the saved prompt (" in shown[1], shown[1]
+    assert list((tmp_path / "cache" / "lmagent" / "kv" / "servers").glob("lmagent-*.json"))
+
+
 def test_a_damaged_saved_prompt_is_refused_and_replaced(workspace, tmp_path):
     slots = tmp_path / "kv"
     with server(slots) as first:

@@ -635,14 +635,14 @@ class LLMClient:
                 if reply is None:  # an empty stream: ask once more without streaming
                     state.restart()
                     reply = self._attempt(messages, tools or [], state, stop, stream=False)
-                if self.prompts is not None:  # the server's slot holds the prompt now
-                    self.prompts.after(key)
+                self._prompt_read(key)
                 if constrained:
                     reply = self._read_constrained(reply, state)
                 self.last_reply = reply
                 return reply
             except CutOff:
                 if tries.setdefault("cut off", 0):
+                    self._prompt_read(key)
                     self.last_reply = state.finish_cut_off()
                     return self.last_reply
                 tries["cut off"] = 1
@@ -651,6 +651,11 @@ class LLMClient:
             except LLMError as exc:
                 self._recover(exc, tries, state.started, callbacks, stop)
             state.restart()
+
+    def _prompt_read(self, key: str) -> None:
+        """The server's slot holds the prompt `key` begins now: kept for the next process."""
+        if self.prompts is not None:
+            self.prompts.after(key)
 
     def _read_constrained(self, reply: Reply, state: _StreamState) -> Reply:
         """The call or answer of a reply to a request that carried the schema. A server that

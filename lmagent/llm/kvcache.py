@@ -11,6 +11,11 @@ it holds: the model file (path, size, modification time), the server settings th
 state, llama.cpp's version, and a hash of the system prompt (and tool schemas). A file that does
 not match all of them, or that the server cannot load, is stale: it is deleted, and the prompt is
 read normally (and saved anew after the reply).
+
+A user's own llama.cpp server started with `--slot-save-path` and one slot gets the same
+(`server_cache`): the state file is then in the server's folder, under the same name, and only
+the record is kept here; a server without the option refuses the first save (501), and nothing
+is asked of it again. The identity is the server's address, its model file, window and build.
 """
 
 from __future__ import annotations
@@ -42,12 +47,16 @@ class PromptCache:
     is `folder`; `identity` is everything besides the prompt that must match (the model file,
     the server's settings and version), `name` the files' name."""
 
-    def __init__(self, base_url: str, folder: Path, name: str, identity: dict):
+    def __init__(
+        self, base_url: str, folder: Path, name: str, identity: dict, state_here: bool = True
+    ):
         self.base_url = base_url
         self.folder = folder
         self.name = name
         self.identity = identity
+        self.state_here = state_here  # the state file is in `folder` (else the server's own)
         self._lock = threading.Lock()
+        self._refused = False  # the server refused a save: it keeps no slots (not asked again)
         self._checked = False  # the first request looked for a saved prompt
         self._first = ""  # the key of the process's first prompt: the one kept
         self._kept = False  # the files hold that prompt (restored, or saved by this process)
@@ -88,7 +97,7 @@ class PromptCache:
         needs only its beginning); the conversation that follows it when the server stops
         (`unregister`)."""
         with self._lock:
-            if key != self._first:
+            if key != self._first or self._refused:
                 self._unsaved = False  # the slot now holds another prompt (a sub-agent's)
                 return
             if self._kept:
@@ -111,7 +120,8 @@ class PromptCache:
 
     def drop(self) -> None:
         """Delete the saved prompt (stale or damaged)."""
-        for path in (self.state_file, self.record_file):
+        kept_here = [self.state_file] if self.state_here else []  # else the server's to keep
+        for path in [*kept_here, self.record_file]:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
@@ -120,8 +130,10 @@ class PromptCache:
         self.record_file.unlink(missing_ok=True)  # never a record beside a half-written file
         saved = self._slot_action("save")
         if saved is None:
+            self._refused = True
             self.drop()
             return
+        self.folder.mkdir(parents=True, exist_ok=True)
         temporary = self.record_file.with_suffix(".tmp")
         temporary.write_text(json.dumps(self._expected(key, saved.get("n_saved"))))
         os.replace(temporary, self.record_file)
@@ -138,7 +150,7 @@ class PromptCache:
             return None
         except (OSError, ValueError):
             record = None
-        if not isinstance(record, dict) or not self.state_file.is_file():
+        if not isinstance(record, dict) or (self.state_here and not self.state_file.is_file()):
             self.drop()
             return None
         return record
@@ -160,3 +172,21 @@ class PromptCache:
 def cache_for(base_url: str) -> PromptCache | None:
     """The prompt cache of the embedded server at `base_url` in this process, if any."""
     return _caches.get(base_url)
+
+
+def server_cache(base_url: str, folder: Path, props: dict) -> PromptCache | None:
+    """The prompt cache of a user's llama.cpp server at `base_url` that answered /props with
+    `props`: one whose slot our requests use (one slot) and not the embedded server of this
+    process (it has its own); records kept in `folder`. None otherwise."""
+    if props.get("total_slots") != 1 or cache_for(base_url) is not None:
+        return None
+    model = str(props.get("model_path") or "")
+    settings = props.get("default_generation_settings") or {}
+    identity = {
+        "server": base_url,
+        "model": model,
+        "n_ctx": settings.get("n_ctx") or props.get("n_ctx"),
+        "llama.cpp": props.get("build_info") or "",
+    }
+    name = hashlib.sha256(f"{base_url} {model}".encode()).hexdigest()[:16]
+    return PromptCache(base_url, folder, f"lmagent-{name}", identity, state_here=False)

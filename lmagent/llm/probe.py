@@ -30,6 +30,7 @@ class ModelInfo:
     file: str = ""  # the model file's name, when the server tells it (llama.cpp; --embedded)
     parameters: float | None = None  # billions, where the server or the model's name tells
     window_assumed: bool = False  # the window is the server's default for a model not loaded
+    props: dict = field(default_factory=dict)  # llama.cpp's /props answer (kvcache.server_cache)
 
     @property
     def name(self) -> str:
@@ -159,6 +160,7 @@ def _read_llamacpp(data: dict, wanted: str) -> ModelInfo | None:
     supports = tools if tools is False else None
     info = ModelInfo(alias, int(n_ctx), vision, "llama.cpp", supports, file=PurePath(path).name)
     info.parameters = parameters_in_name(str(path))
+    info.props = data
     return info
 
 
