@@ -1441,6 +1441,22 @@ def test_replies_cut_off_again_and_again_end_the_run_blocked(workspace):
     assert (workspace / "poker.py").read_text() == POKER
 
 
+def test_a_long_output_is_kept_to_a_share_of_a_small_window_and_a_file_is_not(workspace):
+    """A whole pytest run's 16,600 characters took the 1.5B model (8k window, 2 cores) two
+    minutes to read. A command's output takes at most an eighth of the window, its start and
+    its end; a file read whole is not cut (written back, its middle would be lost)."""
+    (workspace / "big.txt").write_text("".join(f"line {n}\n" for n in range(1500)))
+    steps = [text("```bash\nseq 1 6000\n```"), text("read(path='big.txt')")]
+    steps += [text("Done.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="What is in big.txt?")
+    shown = last_message(requests[1])
+    assert len(shown) < 2_200  # a 4,096-token window: 2,000 characters of the 28,893
+    assert "\n1\n2\n3\n" in shown and shown.rstrip().endswith("5999\n6000\n</tool_result>")
+    assert "characters of output cut ...]" in shown
+    read = last_message(requests[2])
+    assert "line 0\n" in read and "line 750\n" in read and "line 1499" in read
+
+
 MADE_UP = '<tool_result name="shell">{"success": true}\noutput:\nDone\n</tool_result>'
 
 

@@ -11,6 +11,9 @@ from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.sessions.store import Session
 
 TOOL_RESULT_CHARS = 30_000  # a longer result is cut in the middle
+CHARS_PER_TOKEN = 3  # few: code and logs run 3-4 characters a token
+OUTPUT_SHARE = 8  # a command's output takes at most this share of a small window
+MIN_OUTPUT_CHARS = 2_000
 CALL_CUT_OFF = (
     "the run was cut off (the agent was killed or crashed) while this call ran, so it may or "
     "may not have taken effect. Check whether it did (read the file, list the directory, look "
@@ -66,9 +69,25 @@ def assistant_message(reply: Reply, native_calls: list[dict]) -> dict:
     return message
 
 
-def result_messages(calls: list[dict], results: list[dict], native: bool) -> list[dict]:
+def output_chars(context_length: int | None) -> int:
+    """How much of a command's output a tool result carries: an eighth of the model's window
+    (at least MIN_OUTPUT_CHARS), the start and the end of it, never more than TOOL_RESULT_CHARS.
+    A whole pytest run's 16,600 characters took an 8k-window model on 2 cores two minutes to
+    read, and its run ran out of time before the next reply. A file's content is not cut so:
+    a model that never saw a file's middle would write it back without it."""
+    if not context_length:
+        return TOOL_RESULT_CHARS
+    share = context_length * CHARS_PER_TOKEN // OUTPUT_SHARE
+    return max(MIN_OUTPUT_CHARS, min(TOOL_RESULT_CHARS, share))
+
+
+def result_messages(
+    calls: list[dict], results: list[dict], native: bool, output: int = TOOL_RESULT_CHARS
+) -> list[dict]:
     """The history messages carrying tool results: one per native call, or one user message
-    with every result of calls written as text."""
+    with every result of calls written as text; a command's output kept to `output`
+    characters (`output_chars`)."""
+    results = [_output_cut(result, output) for result in results]
     pairs = zip(calls, results, strict=True)
     if native:
         return [
@@ -106,6 +125,17 @@ def readable(result: dict) -> dict | str:
         return result
     rest = {key: value for key, value in result.items() if key != field}
     return f"{json.dumps(rest, ensure_ascii=False)}\n{field}:\n{result[field]}"
+
+
+def _output_cut(result: dict, limit: int) -> dict:
+    """`result` with its command output cut in the middle to `limit` characters."""
+    output = result.get("output")
+    if not isinstance(output, str) or len(output) <= limit:
+        return result
+    half = limit // 2
+    cut = len(output) - 2 * half
+    kept = f"{output[:half]}\n[... {cut} characters of output cut ...]\n{output[-half:]}"
+    return {**result, "output": kept}
 
 
 def _result_text(result: dict | str) -> str:

@@ -47,6 +47,7 @@ from lmagent.loop.history import (
     before_results,
     cut_in_block,
     ended_text,
+    output_chars,
     repair_history,
     result_messages,
 )
@@ -155,6 +156,7 @@ class AgentRun:
         self.agent_id = agent_id
         self.max_iterations = max_iterations or config.max_iterations
         self.compactor = _compactor(config, context_length)
+        self.output_chars = output_chars(context_length)
         self.loops = LoopDetector()
         self.iterations = 0
         self.tokens = 0  # used by this run (the session's meta counts its whole life)
@@ -638,7 +640,8 @@ class AgentRun:
             if result.get("final") and result.get("success"):
                 self.final_result = result  # e.g. a sub-agent's report_result ends its run
             results.append(result)
-        self.session.extend(result_messages(calls, results, native), group=reads_only)
+        messages = result_messages(calls, results, native, self.output_chars)
+        self.session.extend(messages, group=reads_only)
         self.session.save_meta(durable=False)
         if self.stop.stopped:
             raise Interrupted(self.stop.reason or "stopped")
