@@ -185,6 +185,32 @@ def test_a_run_that_ended_before_its_outcome_was_recorded_is_recorded_not_run_ag
     assert_nothing_left_behind(workspace)
 
 
+@pytest.mark.parametrize("attempt", [0, 2], ids=["first try", "last try"])
+def test_a_resumed_run_that_ended_before_its_outcome_was_recorded_is_recorded_as_it_ended(
+    workspace, llm, background, attempt
+):
+    """A requeued task resumes its session (named in the task file, with no marker beside
+    it); killed after that run wrote its ending, before the outcome, the task is recorded as
+    the session ended. Before, recovery looked only at the marker: on the last try it failed
+    as "died while running 3 times" while its session said completed (a random kill test
+    found it), on an earlier one it was run again."""
+    session = SessionStore(workspace).create("resumed, then finished", source="scheduler")
+    session.save_meta(status="completed")
+    session.close()
+    paths, _ = claimed_task(workspace, None, session_id=session.id, attempt=attempt)
+
+    background()
+    wait_for(lambda: files(paths.done), what="the task to move on")
+    ((record,),) = outcomes(workspace).values()
+    assert (record["status"], record["outcome"], record["session_id"]) == (
+        "completed",
+        "done",
+        session.id,
+    )
+    assert llm.requests == []  # not run again
+    assert_nothing_left_behind(workspace)
+
+
 def test_files_left_beside_no_task_are_removed(workspace, llm, background):
     paths = Paths(workspace)
     paths.ensure()

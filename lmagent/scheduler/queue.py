@@ -119,7 +119,6 @@ class TaskQueue:
         self.sessions.end_orphans(("scheduler",), KILLED)
 
     def _recover(self, name: str) -> None:
-        session_id = self._session_of(name)
         try:
             job = parse_job(name, (self.paths.processing / name).read_bytes())
         except Malformed as exc:
@@ -128,6 +127,7 @@ class TaskQueue:
             reason = ""
             if job.attempt + 1 >= MAX_ATTEMPTS:
                 reason = f"the scheduler died while running this task {MAX_ATTEMPTS} times"
+        session_id = self._session_of(name, job.session_id)
         ended = self._ending_of(session_id)
         if ended is not None:  # the run ended; only the scheduler's bookkeeping was cut short
             outcome = "failed" if ended == STATUS_ERROR else "done"
@@ -144,12 +144,15 @@ class TaskQueue:
         self.requeue(job, session_id, crashed=True)
         self.log(f"scheduler: requeued {name} left by a stopped scheduler")
 
-    def _session_of(self, name: str) -> str | None:
-        """The session named beside a claimed task, when it exists (it may not be made yet)."""
+    def _session_of(self, name: str, resumed: str | None) -> str | None:
+        """The session a claimed task runs in, when it exists: the one named beside it (it
+        may not be made yet), else the one it resumes (`resumed`, from the task file: a
+        requeued task's run that ended before the kill is recorded as it ended, not run again
+        or failed as "died while running")."""
         try:
             session_id = self.paths.marker(name).read_text(encoding="utf-8").strip()
         except (OSError, ValueError):
-            return None
+            session_id = resumed or ""
         if not is_session_id(session_id):
             return None
         return session_id if (self.paths.sessions / f"{session_id}.meta.json").is_file() else None
