@@ -211,6 +211,26 @@ def test_a_resumed_run_that_ended_before_its_outcome_was_recorded_is_recorded_as
     assert_nothing_left_behind(workspace)
 
 
+def test_a_recovery_cut_short_after_ending_the_session_is_finished_with_its_reason(
+    workspace, llm, background
+):
+    """A recovery that ended a task's session "died while running 3 times" and was killed
+    before recording it: the next one records that, with the reason (the random kill test
+    met a record with the session's status and no error)."""
+    died = "the scheduler died while running this task 3 times"
+    session = SessionStore(workspace).create("killed three times", source="scheduler")
+    session.save_meta(status="error", error=died)
+    session.close()
+    paths, _ = claimed_task(workspace, None, session_id=session.id, attempt=2)
+
+    background()
+    wait_for(lambda: files(paths.failed), what="the task to move on")
+    ((record,),) = outcomes(workspace).values()
+    assert (record["status"], record["outcome"], record["error"]) == ("error", "failed", died)
+    assert llm.requests == []
+    assert_nothing_left_behind(workspace)
+
+
 def test_files_left_beside_no_task_are_removed(workspace, llm, background):
     paths = Paths(workspace)
     paths.ensure()

@@ -130,8 +130,9 @@ class TaskQueue:
         session_id = self._session_of(name, job.session_id)
         ended = self._ending_of(session_id)
         if ended is not None:  # the run ended; only the scheduler's bookkeeping was cut short
-            outcome = "failed" if ended == STATUS_ERROR else "done"
-            record = {"task_file": name, "status": ended, "outcome": outcome}
+            status, error = ended
+            outcome = "failed" if status == STATUS_ERROR else "done"
+            record = {"task_file": name, "status": status, "outcome": outcome, "error": error}
             self.complete(job, {**record, "session_id": session_id})
             return
         if reason:
@@ -157,14 +158,16 @@ class TaskQueue:
             return None
         return session_id if (self.paths.sessions / f"{session_id}.meta.json").is_file() else None
 
-    def _ending_of(self, session_id: str | None) -> str | None:
-        """How the task's session ended, when its run did end (a daemon killed after the run
-        wrote its ending, before the outcome was recorded); None while it still has to run."""
+    def _ending_of(self, session_id: str | None) -> tuple[str, str | None] | None:
+        """How the task's session ended and its error, when its run did end (a daemon killed
+        after the run wrote its ending, before the outcome was recorded, or after a recovery
+        ended it "died while running", before that was recorded); None while it still has to
+        run."""
         if not session_id:
             return None
         meta = read_json(self.paths.sessions / f"{session_id}.meta.json", {})
         status = meta.get("status") if isinstance(meta, dict) else None
-        return status if status in RUN_ENDINGS else None
+        return (status, meta.get("error")) if status in RUN_ENDINGS else None
 
     def _end_session(self, session_id: str | None, status: str, reason: str) -> None:
         if session_id:
