@@ -38,8 +38,9 @@ def main(host_dir: str) -> None:
             if exchange(b"d", b"l") != 0:
                 raise OSError(ctypes.get_errno(), "renameat2 failed")
             swaps += 1
-    with open("swaps.txt", "w") as report:
+    with open(".swaps.txt.tmp", "w") as report:  # whole or not at all: readers wait for it
         report.write(f"swaps={swaps}\n")
+    os.replace(".swaps.txt.tmp", "swaps.txt")
     print(f"swaps={swaps}", flush=True)
 
 
