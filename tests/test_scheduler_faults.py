@@ -127,6 +127,17 @@ def claimed_task(workspace: Path, task: str, **fields) -> tuple[Paths, str]:
     return paths, name
 
 
+def recorded_done_in(workspace: Path, paths: Paths, session_id: str) -> None:
+    """Once the task moves on: its one outcome is completed, done, in `session_id`."""
+    wait_for(lambda: files(paths.done), what="the task to move on")
+    ((record,),) = outcomes(workspace).values()
+    assert (record["status"], record["outcome"], record["session_id"]) == (
+        "completed",
+        "done",
+        session_id,
+    )
+
+
 def finished_record(name: str, session_id: str) -> dict:
     return {
         "time": utc_now(),
@@ -173,13 +184,7 @@ def test_a_run_that_ended_before_its_outcome_was_recorded_is_recorded_not_run_ag
     paths.marker(name).write_text(session.id)
 
     background()
-    wait_for(lambda: files(paths.done), what="the task to move on")
-    ((record,),) = outcomes(workspace).values()
-    assert (record["status"], record["outcome"], record["session_id"]) == (
-        "completed",
-        "done",
-        session.id,
-    )
+    recorded_done_in(workspace, paths, session.id)
     assert SessionStore(workspace).list()[0]["status"] == "completed"
     assert llm.requests == []  # not run again
     assert_nothing_left_behind(workspace)
@@ -200,13 +205,7 @@ def test_a_resumed_run_that_ended_before_its_outcome_was_recorded_is_recorded_as
     paths, _ = claimed_task(workspace, None, session_id=session.id, attempt=attempt)
 
     background()
-    wait_for(lambda: files(paths.done), what="the task to move on")
-    ((record,),) = outcomes(workspace).values()
-    assert (record["status"], record["outcome"], record["session_id"]) == (
-        "completed",
-        "done",
-        session.id,
-    )
+    recorded_done_in(workspace, paths, session.id)
     assert llm.requests == []  # not run again
     assert_nothing_left_behind(workspace)
 

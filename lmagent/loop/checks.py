@@ -88,8 +88,14 @@ def failed_check(result: dict) -> str:
     told each time after the second "this exact call already succeeded before")."""
     if result.get("next") != CHECKED_FAILS:
         return ""
+    last = last_output_line(result)
+    return f"its check fails: {last}" if last else "its check fails"
+
+
+def last_output_line(result: dict) -> str:
+    """The last line of a result's output (its first 200 characters); blank without output."""
     lines = str(result.get("output") or "").strip().splitlines()
-    return f"its check fails: {lines[-1].strip()[:200]}" if lines else "its check fails"
+    return lines[-1].strip()[:200] if lines else ""
 
 
 def check_after_change(

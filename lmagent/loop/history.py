@@ -132,17 +132,23 @@ def _output_cut(result: dict, limit: int) -> dict:
     output = result.get("output")
     if not isinstance(output, str) or len(output) <= limit:
         return result
+    return {
+        **result,
+        "output": _cut_middle(output, limit, "\n[... {} characters of output cut ...]\n"),
+    }
+
+
+def _cut_middle(text: str, limit: int, marker: str) -> str:
+    """`text` with its middle left out to keep `limit` characters, `marker` (formatted with
+    how many were left out) in their place."""
     half = limit // 2
-    cut = len(output) - 2 * half
-    kept = f"{output[:half]}\n[... {cut} characters of output cut ...]\n{output[-half:]}"
-    return {**result, "output": kept}
+    return text[:half] + marker.format(len(text) - 2 * half) + text[-half:]
 
 
 def _result_text(result: dict | str) -> str:
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     if len(text) > TOOL_RESULT_CHARS:
-        half = TOOL_RESULT_CHARS // 2
-        text = text[:half] + f" …[{len(text) - TOOL_RESULT_CHARS} characters cut]… " + text[-half:]
+        text = _cut_middle(text, TOOL_RESULT_CHARS, " …[{} characters cut]… ")
     return text
 
 

@@ -35,7 +35,12 @@ from lmagent.llm.client import (
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
-from lmagent.loop.checks import WorkChecks, failed_check, next_for_small_model
+from lmagent.loop.checks import (
+    WorkChecks,
+    failed_check,
+    last_output_line,
+    next_for_small_model,
+)
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
@@ -841,8 +846,8 @@ def _error_of(result: dict) -> str:
     if result.get("success"):
         return failed_check(result)
     error = str(result.get("error") or "it failed")
-    lines = str(result.get("output") or "").strip().splitlines()
-    return f"{error}: {lines[-1].strip()[:200]}" if "exited with code" in error and lines else error
+    last = last_output_line(result)
+    return f"{error}: {last}" if "exited with code" in error and last else error
 
 
 def _is_empty(reply) -> bool:
