@@ -1,11 +1,14 @@
 """Exercism's Python practice exercises (exercism/python, MIT), the set aider's own benchmark
 uses, solved by a small local model: LMAgent side by side with aider on one llama.cpp server.
 
-A fixed sample (every EVERY-th active practice exercise in sorted order, named with the
-snapshot's commit in bench/exercism/manifest.json) is kept under bench/exercism/, so runs need
-no network. Per exercise and agent: a fresh folder with the stub and the tests, the
-instructions in the task message as aider's benchmark gives them, at most STEPS steps and
---timeout seconds; solved = the original tests (restored, in case the agent edited them) pass
+Fixed samples (every EVERY-th active practice exercise in sorted order, from the first, and
+a held-out one from the third, named with the snapshot's commit in bench/exercism/manifest.json)
+are kept under bench/exercism/, so runs need no network. The held-out sample is for measuring
+on exercises nobody tuned the agent on: its transcripts are not read before it is run.
+
+Per exercise and agent: a fresh folder with the stub and the tests, the instructions in
+the task message as aider's benchmark gives them, at most STEPS steps and --timeout seconds;
+solved = the original tests (restored, in case the agent edited them) pass
 with pytest in a fresh process.
 
 Tokens are counted twice: by the relay bench_tasks.Meter (the timings of every reply a client
@@ -21,7 +24,7 @@ in their own venvs under --venvs.
 
     python -m bench.bench_exercism --agents lmagent-embedded,lmagent-defaults,aider
     python -m bench.bench_exercism --table bench/exercism_runs.jsonl
-    python -m bench.bench_exercism --vendor GIT_DIR   # (re)make bench/exercism/ from a clone
+    python -m bench.bench_exercism --vendor GIT_DIR [--sample 2]   # a sample, from a clone
     python -m bench --only exercism                   # RESULTS.md's section from the runs file
 
 Each finished run is appended to --out at once; a new run with the same --out goes on with
@@ -34,6 +37,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,7 +52,8 @@ ROOT = bench_tasks.ROOT
 EXERCISES = ROOT / "bench" / "exercism"
 MANIFEST = EXERCISES / "manifest.json"
 RUNS = ROOT / "bench" / "exercism_runs.jsonl"
-EVERY = 4  # the sample: every 4th active practice exercise in sorted order, from the first
+EVERY = 4  # a sample: every 4th active practice exercise in sorted order
+STARTS = {0: "the first", 2: "the third (held out)"}  # where each sample starts
 STEPS = bench_tasks.STEPS
 TIMEOUT = 600.0  # seconds per exercise and agent
 DOCS = ("introduction.md", "instructions.md", "instructions.append.md")  # aider's order
@@ -107,8 +112,14 @@ def load_exercise(slug: str) -> Exercise:
     )
 
 
-def exercises() -> list[Exercise]:
-    return [load_exercise(slug) for slug in manifest()["slugs"]]
+def exercises(sample: int | None = None) -> list[Exercise]:
+    """The exercises of every sample, or of the one starting at `sample`."""
+    samples = manifest()["samples"]
+    chosen = [s for s in samples if sample is None or s["start"] == sample]
+    if not chosen:
+        known = ", ".join(str(s["start"]) for s in samples)
+        raise SystemExit(f"no sample starts at {sample}; vendored: {known}")
+    return [load_exercise(slug) for s in chosen for slug in s["slugs"]]
 
 
 def solved(exercise: Exercise, folder: Path) -> bool:
@@ -140,40 +151,65 @@ def as_task(exercise: Exercise) -> bench_tasks.Task:
     )
 
 
-def vendor(git_dir: Path, commit: str = "HEAD") -> list[str]:
-    """Make bench/exercism/ from a clone of exercism/python: the sample's instructions, stubs,
-    tests, helper files, reference solutions and config, and the manifest naming them."""
+def vendor(git_dir: Path, start: int = 0, commit: str = "HEAD") -> list[str]:
+    """Add the sample starting at `start` to bench/exercism/ from a clone of exercism/python:
+    its instructions, stubs, tests, helper files, reference solutions and config, and the
+    manifest naming them beside the samples already there (all from one commit)."""
     commit = _git(git_dir, "rev-parse", commit).strip()
+    record = manifest() if MANIFEST.is_file() else {"commit": commit, "samples": []}
+    if record["commit"] != commit:
+        raise SystemExit(f"the vendored samples are from {record['commit']}, not {commit}")
     track = json.loads(_git(git_dir, "show", f"{commit}:config.json"))
     active = sorted(
         e["slug"] for e in track["exercises"]["practice"] if e.get("status") != "deprecated"
     )
-    slugs = active[::EVERY]
-    for slug in slugs:
-        base = f"exercises/practice/{slug}"
-        config = json.loads(_git(git_dir, "show", f"{commit}:{base}/.meta/config.json"))
-        files = config["files"]
-        names = [".meta/config.json", *(f".docs/{name}" for name in DOCS)]
-        names += [*files["solution"], *files["test"], *files.get("editor", []), *files["example"]]
-        for name in names:
-            found = subprocess.run(
-                ["git", f"--git-dir={git_dir}", "show", f"{commit}:{base}/{name}"],
-                capture_output=True,
-                check=False,
-            )
-            if found.returncode == 0:
-                (EXERCISES / slug / name).parent.mkdir(parents=True, exist_ok=True)
-                (EXERCISES / slug / name).write_bytes(found.stdout)
+    slugs, left_out = [], []
+    for slug in active[start::EVERY]:
+        _vendor_exercise(git_dir, commit, slug)
+        if start and _stub_passes(load_exercise(slug)):  # (a refactoring exercise) measures nothing
+            shutil.rmtree(EXERCISES / slug)
+            left_out.append(slug)
+        else:
+            slugs.append(slug)
     (EXERCISES / "LICENSE").write_text(_git(git_dir, "show", f"{commit}:LICENSE"))
+    sample = {
+        "start": start,
+        "sample": f"every {EVERY}th active (not deprecated) practice exercise in sorted order, "
+        f"from {STARTS.get(start, f'number {start + 1}')}: {len(slugs)} of {len(active)}"
+        + (f" ({', '.join(left_out)} left out: the stub passes its tests)" if left_out else ""),
+        "slugs": slugs,
+    }
+    samples = [s for s in record["samples"] if s["start"] != start] + [sample]
     record = {
         "source": "exercism/python (MIT), exercises/practice",
         "commit": commit,
-        "sample": f"every {EVERY}th active (not deprecated) practice exercise in sorted order, "
-        f"from the first: {len(slugs)} of {len(active)}",
-        "slugs": slugs,
+        "samples": sorted(samples, key=lambda s: s["start"]),
     }
     MANIFEST.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return slugs
+
+
+def _stub_passes(exercise: Exercise) -> bool:
+    with tempfile.TemporaryDirectory() as folder:
+        bench_tasks.write(Path(folder), exercise.files)
+        return solved(exercise, Path(folder))
+
+
+def _vendor_exercise(git_dir: Path, commit: str, slug: str) -> None:
+    base = f"exercises/practice/{slug}"
+    config = json.loads(_git(git_dir, "show", f"{commit}:{base}/.meta/config.json"))
+    files = config["files"]
+    names = [".meta/config.json", *(f".docs/{name}" for name in DOCS)]
+    names += [*files["solution"], *files["test"], *files.get("editor", []), *files["example"]]
+    for name in names:
+        found = subprocess.run(
+            ["git", f"--git-dir={git_dir}", "show", f"{commit}:{base}/{name}"],
+            capture_output=True,
+            check=False,
+        )
+        if found.returncode == 0:
+            (EXERCISES / slug / name).parent.mkdir(parents=True, exist_ok=True)
+            (EXERCISES / slug / name).write_bytes(found.stdout)
 
 
 def _git(git_dir: Path, *args: str) -> str:
@@ -260,9 +296,10 @@ def run() -> dict:
     for row in bench_tasks.summary(outcomes):
         share = round(100 * row["solved"] / row["tasks"])
         figures.append(figure(f"{row['agent']}: exercises solved", share, f"% of {row['tasks']}"))
-    sample = manifest()
+    record = manifest()
+    samples = "; ".join(s["sample"] for s in record["samples"])
     notes = (
-        f"Sample: {sample['sample']}, exercism/python at {sample['commit'][:12]} "
+        f"Samples: {samples}; exercism/python at {record['commit'][:12]} "
         f"(bench/exercism/manifest.json).\n\n{table(outcomes)}\n\n"
         f"Recorded runs: {len(outcomes)} ({bench_tasks._dates(outcomes)}), in {path.name}."
     )
@@ -277,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exercises", default="", help="comma-separated slugs (default all)")
     parser.add_argument("--out", type=Path, default=RUNS)
     parser.add_argument("--table", type=Path, help="print the table of a runs file and exit")
-    parser.add_argument("--vendor", type=Path, help="make bench/exercism/ from this git dir")
+    parser.add_argument("--vendor", type=Path, help="add a sample to bench/exercism/ from a clone")
+    parser.add_argument("--sample", type=int, help="the sample starting here (default: all)")
     parser.add_argument("--model", default="", help="a .gguf (default: --embedded's model)")
     parser.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()) / "lmbench")
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
@@ -291,12 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         print(table(bench_tasks.load(args.table)))
         return 0
     if args.vendor:
-        print(" ".join(vendor(args.vendor)))
+        print(" ".join(vendor(args.vendor, args.sample or 0)))
         return 0
     from lmagent.llm.embedded import resolve_model
 
     wanted = set(filter(None, args.exercises.split(",")))
-    chosen = [e for e in exercises() if not wanted or e.slug in wanted]
+    chosen = [e for e in exercises(args.sample) if not wanted or e.slug in wanted]
     names = args.agents.split(",")
     known = agents(args.venvs, args.base)
     for name in names:

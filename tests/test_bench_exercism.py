@@ -25,10 +25,15 @@ def write_call(path: str, content: str) -> dict:
 def test_the_sample_is_fixed_named_with_its_commit_and_complete():
     manifest = bench_exercism.manifest()
     assert re.fullmatch(r"[0-9a-f]{40}", manifest["commit"])
-    assert len(manifest["slugs"]) >= 30 and manifest["slugs"] == sorted(manifest["slugs"])
+    samples = manifest["samples"]
+    assert [s["start"] for s in samples] == sorted(bench_exercism.STARTS)
+    for sample in samples:
+        assert len(sample["slugs"]) >= 30 and sample["slugs"] == sorted(sample["slugs"])
+    held_out = {e.slug for e in bench_exercism.exercises(2)}
+    assert held_out and not held_out & {e.slug for e in bench_exercism.exercises(0)}
     assert (bench_exercism.EXERCISES / "LICENSE").read_text().startswith("MIT License")
     for exercise in bench_exercism.exercises():
-        assert "Instructions" in exercise.instructions, exercise.slug
+        assert exercise.instructions.lstrip().startswith("# "), exercise.slug
         assert set(exercise.solutions) == set(exercise.examples), exercise.slug
         assert {*exercise.solutions, *exercise.tests} <= set(exercise.files), exercise.slug
 

@@ -1,0 +1,2 @@
+def egg_count(display_value):
+    pass

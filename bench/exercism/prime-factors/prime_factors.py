@@ -1,0 +1,2 @@
+def factors(value):
+    pass

@@ -1,0 +1,6 @@
+class Queen:
+    def __init__(self, row, column):
+        pass
+
+    def can_attack(self, another_queen):
+        pass

@@ -1,0 +1,3 @@
+def roman(number):
+    pass
+

@@ -1,0 +1,2 @@
+def tree_from_traversals(preorder, inorder):
+    pass
