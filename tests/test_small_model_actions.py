@@ -1201,6 +1201,25 @@ def test_a_bare_task_complete_before_acting_is_no_ending(workspace):
     assert result.status == "blocked" and result.message.startswith("nothing done")
 
 
+def test_a_greeting_answered_then_confirmed_ends_with_the_answer(workspace):
+    """ "hi", answered "Hello! How can I help?", told that nothing had been done, confirmed with
+    a bare TASK_COMPLETE: the answer stands (it ended "nothing done: ... without acting or
+    answering", blocked, in a real-model run)."""
+    steps = [text("Hello! How can I help you today?"), text("TASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="hi")
+    assert last_message(requests[1]).startswith("Nothing has been done yet")
+    assert (result.status, result.message) == ("completed", "Hello! How can I help you today?")
+
+
+def test_an_answer_confirmed_while_the_tests_fail_is_no_ending(workspace):
+    """The same answer and confirmation where the workspace's tests fail: nothing was done,
+    and the run does not end completed."""
+    (workspace / "test_leap.py").write_text(LEAP_TEST)
+    steps = [text("A leap year is divisible by 4, except centuries."), text("TASK_COMPLETE")]
+    result, _, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    assert result.status == "blocked" and result.message.startswith("nothing done")
+
+
 def test_steps_that_achieve_nothing_end_the_run_early(workspace):
     """Failing replies that are each new: no loop of the same call, and MAX_ITERATIONS is
     500."""

@@ -63,6 +63,7 @@ class Finish:
         self.nudged_open_work = False
         self.nudged_code = False
         self.nudged_nothing = False
+        self.answer = ""  # the plain answer of a model told that nothing had been done
         self.nudged_blocked = False  # since the last call that succeeded
         self.nudged_wait = False
 
@@ -140,9 +141,19 @@ class Finish:
         nothing = "nothing_done" in self.rules and done.text_calls
         if nothing and not (done.acted or self.nudged_nothing):
             self.nudged_nothing = True  # a small model answers "8421" where it was to write it
+            self.answer = content.strip()
             self.nudges.nudge(self.nothing_done_nudge(done))
             return True
         return False
+
+    def keep_the_answer(self, done: Done) -> None:
+        """A bare TASK_COMPLETE after "nothing has been done": the answer the model gave before
+        stands (a greeting answered "Hello! How can I help?"), unless the check that applies
+        fails; with no answer given, the run ends blocked, nothing done."""
+        failed = self.verifier.failure(done.changed) if "verify" in self.rules else None
+        if self.answer and failed is None:
+            raise Completed(self.answer)
+        raise Blocked(NOTHING_DONE)
 
     def finishes_unverified(self, done: Done, only_shown: bool = False) -> bool:
         """Refuse (True) a finish after files changed in this run, or an answer that `only_shown`
@@ -192,7 +203,7 @@ class Finish:
             return False
         bare = bare_complete(content) and (done.text_calls or self.nudges.count > 0)
         if bare and self.nudged_nothing and done.text_calls:
-            raise Blocked(NOTHING_DONE)
+            self.keep_the_answer(done)
         if self.nudged_nothing or not (bare or shows_code(content)):
             return False
         self.nudged_nothing = True
