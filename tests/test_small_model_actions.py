@@ -475,6 +475,20 @@ def test_a_reply_repeated_after_every_resample_is_taken_and_the_next_one_is_samp
     assert "already succeeded before" in last_message(requests[4])
 
 
+def test_a_sample_that_is_the_repeat_word_for_word_is_not_asked_for_again(workspace):
+    """At temperature 1.0 a 1.5B model gave one 182-token reply three times (a quarter of its
+    tokens in some Exercism runs): the model is sure of it, a second sample would be the same."""
+    same = text("```bash\nls\n```")
+    steps = [same, same, same, text("Nothing here.\nTASK_COMPLETE")]
+    result, requests, events = embedded_run(workspace, steps)
+    temperatures = [0.0, 0.0, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE]
+    assert [r["temperature"] for r in requests] == temperatures
+    statuses = [e["message"] for e in events if e["type"] == "status"]
+    assert statuses.count("the reply repeats an earlier one; asking again") == 1
+    assert "no new reply; taking the repeated one" in statuses
+    assert result.status == "completed"
+
+
 def test_a_failed_reply_repeated_after_every_resample_is_not_run_and_the_error_said_again(
     workspace,
 ):
@@ -507,7 +521,8 @@ def test_a_failed_reply_from_files_as_they_were_before_is_a_repeat(workspace):
 
 def test_a_model_that_keeps_repeating_a_failed_reply_is_blocked(workspace):
     same = text("```bash\ncat missing.txt\n```")
-    result, requests, _ = embedded_run(workspace, [same] * 13)  # each asked for 3 times
+    # each repeat asked for again once: a sample the same word for word is not asked again
+    result, requests, _ = embedded_run(workspace, [same] * 9)
     assert result.status == "blocked" and "repeating actions that fail" in result.message
     assert "Not run:" in last_message(requests[-1])
 
@@ -971,6 +986,26 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     assert result.status == "completed" and len(requests) == 4
 
 
+def test_a_long_failing_test_run_shows_its_first_failure_short_and_its_counts(workspace):
+    """The check's output as the model sees it: short tracebacks (the failing line and its
+    error; a test's 20 lines of dict literals came before the TypeError that mattered), the
+    middle cut between lines, so the first failure and the counts at the end are both there
+    (the end alone showed a list of FAILED lines and began mid-word)."""
+    tests = "".join(
+        f"def test_{n}():\n    expected = {{'n': {n}}}\n    assert {{'n': -1}} == expected, "
+        f"'failure number {n}'\n\n\n"
+        for n in range(40)
+    )
+    (workspace / "test_many.py").write_text(tests)
+    steps = [text("I see.\nTASK_COMPLETE")]
+    task = "Make `python3 -m pytest -q test_many.py` pass."
+    _, requests, _ = embedded_run(workspace, steps, task=task)
+    shown = last_message(requests[0])
+    assert "$ python3 -m pytest -q test_many.py --tb=short" in shown
+    assert "failure number 0" in shown and "40 failed" in shown
+    assert "characters cut …]\n" in shown and "failure number 20" not in shown
+
+
 def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace):
     """As aider's --auto-test: told to run the tests next, the 1.5B model answered its written
     solution with a WAIT or a TASK_COMPLETE, unchecked. The harness runs the check itself,
@@ -985,7 +1020,8 @@ def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace
     assert "the check below passes; if that was all the task asks, reply TASK_COMPLETE" in passed
     assert "1 passed" in passed
     statuses = [e["message"] for e in events if e["type"] == "status"]
-    assert statuses.count("checking: python3 -m pytest -q -x -p no:cacheprovider") == 3  # +finish
+    checking = "checking: python3 -m pytest -q -x --tb=short -p no:cacheprovider"
+    assert statuses.count(checking) == 3  # +finish
     assert result.status == "completed" and len(requests) == 3
 
 
@@ -1453,8 +1489,8 @@ def test_a_file_cut_off_after_a_page_of_prose_is_asked_for_again_shorter(workspa
 def test_replies_cut_off_again_and_again_end_the_run_blocked(workspace):
     (workspace / "poker.py").write_text(POKER)
     cut = text(f"poker.py\n```python\n{SOLVED}    # more", finish_reason="length")
-    # each told once, and each repeat asked for again twice, sampled (repeats.py)
-    result, _, _ = embedded_run(workspace, [cut] * 10, task="Fix poker.py")
+    # each told once, and each repeat asked for again once, sampled (repeats.py)
+    result, _, _ = embedded_run(workspace, [cut] * 7, task="Fix poker.py")
     assert result.status == "blocked"
     assert result.message == "the model's replies keep being cut off at their length limit"
     assert (workspace / "poker.py").read_text() == POKER

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from lmagent.core.text import cut_middle
 from lmagent.llm.client import CUT_REPEATING, Reply
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.sessions.store import Session
@@ -134,21 +135,14 @@ def _output_cut(result: dict, limit: int) -> dict:
         return result
     return {
         **result,
-        "output": _cut_middle(output, limit, "\n[... {} characters of output cut ...]\n"),
+        "output": cut_middle(output, limit, "\n[... {} characters of output cut ...]\n"),
     }
-
-
-def _cut_middle(text: str, limit: int, marker: str) -> str:
-    """`text` with its middle left out to keep `limit` characters, `marker` (formatted with
-    how many were left out) in their place."""
-    half = limit // 2
-    return text[:half] + marker.format(len(text) - 2 * half) + text[-half:]
 
 
 def _result_text(result: dict | str) -> str:
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     if len(text) > TOOL_RESULT_CHARS:
-        text = _cut_middle(text, TOOL_RESULT_CHARS, " …[{} characters cut]… ")
+        text = cut_middle(text, TOOL_RESULT_CHARS, " …[{} characters cut]… ")
     return text
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from lmagent.core.text import shortened
+from lmagent.core.text import cut_middle, shortened
 
 RUNNERS = ("python3", "python", "pytest")  # the commands a task may quote that are run
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -27,7 +27,11 @@ PROMPT_LINE = re.compile(r"^\s*\$ (.+)$", re.M)
 BARE_RUN = re.compile(r"(?<![\w/.-])(?:python3?|pytest) [\w./-]+\.py\b")  # python3 report.py
 TEST_FILES = ("**/test_*.py", "**/*_test.py")
 QUIET = "PYTHONDONTWRITEBYTECODE=1 "  # a check leaves no __pycache__ behind
-PYTEST = QUIET + "python3 -m pytest -q -x -p no:cacheprovider"
+# short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
+# dict literals came before the TypeError that mattered, and the end of the output was shown)
+SHORT_TRACEBACKS = "--tb=short"
+PYTEST_RUN = re.compile(r"^(?:\w+=\S* )*(?:python3? -m pytest|pytest)(?: |$)")
+PYTEST = QUIET + f"python3 -m pytest -q -x {SHORT_TRACEBACKS} -p no:cacheprovider"
 COMPILE = "python3 -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")'"
 # a program that reads arguments or input is only compiled: run without them it may fail right
 TAKES_INPUT = re.compile(
@@ -42,7 +46,7 @@ NO_PYTEST = "No module named pytest"
 NO_TESTS = 5  # pytest's exit code when it collected no test: the test files are scripts
 USAGE_ERROR = 2  # argparse's exit code: the program wants arguments, it did not crash
 MAX_COMMANDS = 2  # task commands run
-SHOWN_CHARS = 1500  # of a check's output, its end
+SHOWN_CHARS = 1500  # of a check's output: its start (the first failure) and its end (the counts)
 CHECK_TIMEOUT = 60
 MAX_REFUSALS = 2  # finishes refused for a failing check before the run ends not verified
 
@@ -81,10 +85,9 @@ class Check:
         return "pytest" in self.command and self.result.get("exit_code") == NO_TESTS
 
     def shown(self) -> str:
-        """The command, how it ended and the end of its output, for the model."""
+        """The command, how it ended and its output (the middle cut out), for the model."""
         output = str(self.result.get("output") or "").strip()
-        if len(output) > SHOWN_CHARS:
-            output = "…" + output[-SHOWN_CHARS:]
+        output = cut_middle(output, SHOWN_CHARS, "\n[… {} characters cut …]\n")
         code = self.result.get("exit_code")
         ended = "timed out" if code is None else f"exit code {code}"
         return f"$ {self.command}\n({ended})\n{output}".rstrip()
@@ -110,6 +113,14 @@ def task_commands(task: str, look: Look, bare: bool = True) -> list[str]:
         if all(look("read", {"path": f}).get("success") for f in files[:1]):
             found.append(command)
     return found[:MAX_COMMANDS]
+
+
+def short_tracebacks(command: str) -> str:
+    """A pytest command the harness runs (the task's, or its own) with short tracebacks,
+    unless it chooses its own or is more than one command."""
+    if not PYTEST_RUN.match(command) or "--tb" in command or any(c in command for c in "|;&>"):
+        return command
+    return f"{command} {SHORT_TRACEBACKS}"
 
 
 def test_files(look: Look) -> list[str]:
@@ -200,6 +211,7 @@ class Verifier:
         return [f"{QUIET}python3 {shlex.quote(path)}" for path in files]
 
     def run(self, command: str, ask: bool = True) -> Check | None:
+        command = short_tracebacks(command)
         result = self.shell(command, ask)
         if result is None:
             return None
