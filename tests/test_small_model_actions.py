@@ -217,6 +217,30 @@ def test_merging_python_definitions(new, merged):
     assert (found[0] if found else None) == merged
 
 
+ENCODER = (
+    "def encode(text):\n    return ''.join(f'{len(g)}{g[0]}' for g in groups(text))\n\n\n"
+    "def decode(text):\n    return expand(text)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        "    # Your existing code for decoding goes here\n    pass\n",
+        "    ...\n",
+        '    """Decode the text."""\n',
+    ],
+)
+def test_a_placeholder_definition_keeps_the_files_own(placeholder):
+    """The 1.5B model wrote encode fixed and decode as "# Your existing code for decoding goes
+    here": saved as it was, decode was gone. A stub replaced by real code is no placeholder."""
+    new = "def encode(text):\n    return fixed(text)\n\n\ndef decode(text):\n" + placeholder
+    merged, kept = merge_python(ENCODER, new)
+    assert kept == ["decode"] and "return expand(text)" in merged and "fixed(text)" in merged
+    stub = ENCODER.replace("return expand(text)", "pass")
+    assert merge_python(stub, ENCODER) is None  # the whole file, as it is
+
+
 WORD_TESTS = (
     "import unittest\n\nfrom word import is_word\n\n\n"
     "class WordTest(unittest.TestCase):\n"

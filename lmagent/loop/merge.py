@@ -1,7 +1,9 @@
 """A Python file block that holds only some of the file's functions and classes (or of a
 class's methods): those are replaced, the rest kept. A small model asked to fix one function
 writes that function alone under the file's name (measured on Qwen2.5-Coder-1.5B: calc.py lost
-mul when it fixed add); written as it is, the file would lose everything else.
+mul when it fixed add); written as it is, the file would lose everything else. A definition
+written as a placeholder (only `pass`, `...` or a docstring, its comment saying "your existing
+code goes here") where the file has a real one keeps the file's.
 """
 
 from __future__ import annotations
@@ -49,13 +51,16 @@ def _merged(
     the new ones added at `end` (after the container's last line), each after `gap`; with the
     names kept. A class in both whose new body holds only some of its methods is merged the
     same way, inside it."""
+    old_nodes, new_nodes = _named(old_body), _named(new_body)
     old_spans, new_spans = _spans(old_body), _spans(new_body)
+    for name in set(old_spans) & set(new_spans):
+        if _placeholder(new_nodes[name]) and not _placeholder(old_nodes[name]):
+            del new_spans[name]  # "# your existing code goes here": the file's is kept
     kept = [name for name in old_spans if name not in new_spans]
     edits: list[tuple[int, int, list[str]]] = []
     added = [_ended(new_lines[a:b]) for name, (a, b) in new_spans.items() if name not in old_spans]
     if added:
         edits.append((end, end, [line for lines in added for line in [gap, *lines]]))
-    old_nodes, new_nodes = _named(old_body), _named(new_body)
     for name, (start, stop) in old_spans.items():
         if name not in new_spans:
             continue
@@ -105,8 +110,11 @@ def merged_block(arguments: dict, look: Callable[[str, dict], dict]) -> tuple[di
     kept = ", ".join(names[:KEPT_NAMED]) + (
         f" and {len(names) - KEPT_NAMED} more" * (len(names) > KEPT_NAMED)
     )
-    note = f"your block held only part of {path}: its definitions replaced those in the file; "
-    return {**arguments, "content": merged[0]}, note + f"{kept} kept as they were"
+    note = (
+        f"your block held only part of {path}: its definitions replaced those in the file; "
+        f"{kept} kept as they were (left out of your block, or only a placeholder in it)"
+    )
+    return {**arguments, "content": merged[0]}, note
 
 
 def _spans(body: list) -> dict[str, tuple[int, int]]:
@@ -117,6 +125,11 @@ def _spans(body: list) -> dict[str, tuple[int, int]]:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             spans[node.name] = (first - 1, node.end_lineno or node.lineno)
     return spans
+
+
+def _placeholder(node: ast.stmt) -> bool:
+    """A definition with no code: only `pass`, `...` or a docstring in its body."""
+    return all(isinstance(n, ast.Pass) or _is_docstring(n) for n in node.body)
 
 
 def _only_definitions(body: list) -> bool:
