@@ -1049,6 +1049,23 @@ def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace
     assert result.status == "completed" and len(requests) == 3
 
 
+def test_a_write_of_what_the_file_already_holds_says_so_and_is_no_finish(workspace):
+    """The 1.5B model wrote a file again byte for byte: it was "saved and checked", shown the
+    whole failing output again, and its TASK_COMPLETE after it ended the run completed (no
+    file had changed, so no finish check ran)."""
+    calc_project(workspace)
+    same = text("calc.py\n```python\n" + (workspace / "calc.py").read_text() + "```")
+    steps = [same, text("Done.\nTASK_COMPLETE"), text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    told = last_message(requests[1])
+    assert '"unchanged": "nothing changed: the file already held exactly this"' in told
+    output = told.split("output:\n", 1)[1]  # the command and the check's last line only
+    assert output.startswith("$ python3 -m pytest") and output.count("\n") == 1
+    assert "1 failed in" in output
+    assert last_message(requests[2]).startswith("Not finished: the check below fails.")
+    assert result.status == "completed" and len(requests) == 4
+
+
 def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace):
     """A write whose check failed did not work, though the file was saved: the 1.5B model wrote
     the same wrong proverb.py four times, told each time after the second "this exact call

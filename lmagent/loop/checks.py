@@ -78,6 +78,7 @@ CHECKED_PASSES = (
     "saved and checked: the check below passes; if that was all the task asks, reply TASK_COMPLETE"
 )
 CHECKED_FAILS = "saved and checked: the check below fails; fix what it shows"
+UNCHANGED = "nothing changed: the file already held exactly this"
 
 
 def failed_check(result: dict) -> str:
@@ -110,7 +111,8 @@ def check_after_change(
     (the workspace's tests, or the command the task quotes), run now by the harness, its
     output and whether it passes in the result (as aider's --auto-test). Told to run the
     tests next, the 1.5B model answered its written solution with a WAIT, or TASK_COMPLETE,
-    unchecked, on 9 of 32 Exercism runs. Whether a check ran."""
+    unchecked, on 9 of 32 Exercism runs. After a write that changed nothing, only the check's
+    last line (its full output is the one before). Whether a check ran."""
     path = arguments.get("path", "") if isinstance(arguments, dict) else ""
     if name not in ("write", "edit") or not result.get("success") or not path:
         return False
@@ -120,6 +122,8 @@ def check_after_change(
     checks.record("shell", {"command": check.command}, check.result, {})
     result["next"] = CHECKED_FAILS if check.failed else CHECKED_PASSES
     result["output"] = check.shown()
+    if result.get("unchanged"):  # its output is the one above: its last line is enough
+        result["output"] = f"$ {check.command}\n{check.last_line()}"
     return True
 
 

@@ -156,11 +156,12 @@ class Finish:
         raise Blocked(NOTHING_DONE)
 
     def finishes_unverified(self, done: Done, only_shown: bool = False) -> bool:
-        """Refuse (True) a finish after files changed in this run, or an answer that `only_shown`
-        code, while the check that applies fails, showing the model the failure
-        (lmagent.loop.verify); after MAX_REFUSALS the run ends blocked, "not verified: ...",
-        never completed."""
-        if not ("verify" in self.rules and (done.changed or only_shown)):
+        """Refuse (True) a finish after files changed in this run, or after a write whose check
+        failed, or an answer that `only_shown` code, while the check that applies fails, showing
+        the model the failure (lmagent.loop.verify); after MAX_REFUSALS the run ends blocked,
+        "not verified: ...", never completed."""
+        after_failing = self.verifier.failed_after_write  # a write that changed nothing, too
+        if not ("verify" in self.rules and (done.changed or only_shown or after_failing)):
             return False
         failed = self.verifier.failure(done.changed)
         if failed is None:

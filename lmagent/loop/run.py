@@ -36,6 +36,7 @@ from lmagent.llm.tokens import estimate_tokens
 from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.checks import (
+    UNCHANGED,
     WorkChecks,
     failed_check,
     last_output_line,
@@ -671,6 +672,9 @@ class AgentRun:
         change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
         if merged and result.get("success"):
             result["note"] = merged
+        unchanged = "checkpoint" in change and not change.get("changed")
+        if name == "write" and result.get("success") and unchanged:
+            result["unchanged"] = UNCHANGED  # the 1.5B model wrote a file again as it was
         if name == "shell" and change.get("changed"):  # what a silent command did
             result["files_changed"] = change["changed"][:FILES_SHOWN]
         arguments = _try_json(raw)

@@ -142,6 +142,7 @@ class Verifier:
         self.quoted = task_commands(task, look, bare=False) if task else []  # checks
         self.refused = 0
         self.confirmed = False  # the last finish's tests or task commands ran and passed
+        self.failed_after_write = False  # the check run after the last write or edit failed
 
     def before_start(self) -> str:
         """The task's commands run now, as a message for the model; blank when none ran. A
@@ -194,6 +195,7 @@ class Verifier:
         if check is None or check.collected_nothing:
             return None
         self.confirmed = not check.failed
+        self.failed_after_write = check.failed
         return check
 
     def program_check(self, path: str) -> str | None:
