@@ -1084,6 +1084,20 @@ def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace
     assert result.status == "completed"
 
 
+def test_a_finish_with_a_block_that_was_not_saved_says_so(workspace):
+    """After a first write, the 1.5B model sent one method without a path and TASK_COMPLETE,
+    three times; each was refused with the failing check alone, never told the block was not
+    saved, and the run ended "not verified"."""
+    calc_project(workspace)
+    unsaved = text("```python\ndef add(a, b):\n    return a + b\n```\nTASK_COMPLETE")
+    steps = [text(STILL_WRONG), unsaved, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    refused = last_message(requests[2])
+    assert refused.startswith("Nothing was saved: the code in your reply was only shown (to save")
+    assert "Not finished: the check below fails." in refused
+    assert result.status == "completed" and len(requests) == 4
+
+
 def test_code_shown_again_and_never_saved_is_no_finish_while_the_check_fails(workspace):
     """The 1.5B model showed its poker.py three times, never saved; the run ended "completed
     · answered without using any tool" with the task's tests all failing. Code shown again
@@ -1094,7 +1108,7 @@ def test_code_shown_again_and_never_saved_is_no_finish_while_the_check_fails(wor
     steps = [shown[0], text("TASK_COMPLETE"), shown[1], shown[2], shown[3]]
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
     refused = last_message(requests[3])
-    assert refused.startswith("Nothing was saved: the code in your reply was only shown.")
+    assert refused.startswith("Nothing was saved: the code in your reply was only shown (")
     assert "Not finished: the check below fails." in refused and "assert -1 == 5" in refused
     assert result.status == "blocked" and result.message.startswith("not verified: python3 -m")
 

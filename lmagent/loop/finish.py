@@ -32,7 +32,10 @@ from lmagent.loop.prompts import (
 from lmagent.loop.verify import Look, Shell, Verifier, not_verified
 
 TASK_REPEATED_CHARS = 1000  # a task said again in a nudge, when it is no longer
-NOTHING_SAVED = "Nothing was saved: the code in your reply was only shown."
+NOTHING_SAVED = (
+    "Nothing was saved: the code in your reply was only shown (to save a file, write its path "
+    "on the line just before its block)."
+)
 NOTHING_DONE = "nothing done: the model declared the task complete without acting or answering"
 
 
@@ -117,7 +120,7 @@ class Finish:
         """Whether a TASK_COMPLETE is refused (the model nudged on)."""
         return (
             self.claims_without_tools(content, done)
-            or self.finishes_unverified(done)
+            or self.finishes_unverified(done, code_shown=done.text_calls and shows_code(content))
             or self.finishes_unchecked(done)
         )
 
@@ -155,11 +158,14 @@ class Finish:
             raise Completed(self.answer)
         raise Blocked(NOTHING_DONE)
 
-    def finishes_unverified(self, done: Done, only_shown: bool = False) -> bool:
+    def finishes_unverified(
+        self, done: Done, only_shown: bool = False, code_shown: bool = False
+    ) -> bool:
         """Refuse (True) a finish after files changed in this run, or after a write whose check
         failed, or an answer that `only_shown` code, while the check that applies fails, showing
-        the model the failure (lmagent.loop.verify); after MAX_REFUSALS the run ends blocked,
-        "not verified: ...", never completed."""
+        the model the failure (lmagent.loop.verify), and that code in the reply (`code_shown`,
+        a block without a path: a 1.5B model sent one method three times, unsaved, untold);
+        after MAX_REFUSALS the run ends blocked, "not verified: ...", never completed."""
         after_failing = self.verifier.failed_after_write  # a write that changed nothing, too
         if not ("verify" in self.rules and (done.changed or only_shown or after_failing)):
             return False
@@ -169,7 +175,7 @@ class Finish:
         if self.verifier.exhausted():
             raise Blocked(not_verified(failed))
         refusal = self.verifier.refusal(failed)
-        told = f"{NOTHING_SAVED}\n\n{refusal}" if only_shown else refusal
+        told = f"{NOTHING_SAVED}\n\n{refusal}" if only_shown or code_shown else refusal
         self.nudges.nudge(told, "not finished: the check fails")
         return True
 
