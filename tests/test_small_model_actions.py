@@ -256,6 +256,38 @@ ONE_METHOD = (
 )
 
 
+WORDS = (
+    "import re\n\n\nclass Words:\n    def __init__(self, text):\n        self.text = text\n\n"
+    "    def count(self):\n        return 0\n\n\ndef helper():\n    return 1\n"
+)
+COUNT = "def count(self):\n    return len(self.text.split())\n"
+
+
+def test_a_method_written_alone_goes_into_its_class():
+    """The 1.5B model wrote `def _check_word(self, ...)` alone, three times: dropped each time."""
+    merged, kept = merge_python(WORDS, "import re\n" + COUNT)
+    assert merged == WORDS.replace("return 0", "return len(self.text.split())")
+    assert kept == ["helper", "Words.__init__"]
+
+
+def test_a_function_of_the_same_name_without_self_is_no_method():
+    merged, _ = merge_python(WORDS, "def count(text):\n    return 2\n")
+    assert "    def count(self):\n        return 0\n" in merged and merged.endswith("return 2\n")
+
+
+def test_a_method_block_without_a_path_is_saved_in_its_class(workspace):
+    (workspace / "words.py").write_text(WORDS)
+    (workspace / "test_words.py").write_text(
+        "from words import Words\n\n\ndef test_count():\n    assert Words('a b').count() == 2\n"
+    )
+    steps = [text(f"```python\n{COUNT}```"), text("Done.\nTASK_COMPLETE")]
+    result, _, _ = embedded_run(workspace, steps, task="Make words.py pass its tests.")
+    assert (workspace / "words.py").read_text() == WORDS.replace(
+        "return 0", "return len(self.text.split())"
+    )
+    assert result.status == "completed"
+
+
 def test_a_class_block_holding_some_of_its_methods_keeps_the_others():
     merged, kept = merge_python(WORD_TESTS, ONE_METHOD)
     assert kept == ["WordTest.test_empty", "WordTest.test_long"]

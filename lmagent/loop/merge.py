@@ -23,6 +23,8 @@ def merge_python(old: str, new: str) -> tuple[str, list[str]] | None:
     other code, or either text is not valid Python)."""
     try:
         old_tree, new_tree = ast.parse(old), ast.parse(new)
+        new = _methods_in_their_classes(old_tree, new_tree, new)
+        new_tree = ast.parse(new)
     except (SyntaxError, ValueError):
         return None
     if not _spans(new_tree.body) or not _only_definitions(new_tree.body):
@@ -90,6 +92,37 @@ def _class_merge(
         return None
     end = old.end_lineno or old.lineno
     return _merged(old_lines, old.body, new_lines, new.body, end, "\n")
+
+
+def _methods_in_their_classes(old_tree: ast.Module, new_tree: ast.Module, new: str) -> str:
+    """`new` with each function taking self or cls that the file has as the method of one
+    class (and not at its top level) put in a class of that name, indented as that class's
+    methods are: a small model writes the method it changed alone."""
+    owners: dict[str, ast.ClassDef] = {}
+    for node in old_tree.body:
+        for method in node.body if isinstance(node, ast.ClassDef) else []:
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                owners[method.name] = node if method.name not in owners else None
+    top = set(_spans(old_tree.body))
+    lines = new.splitlines(keepends=True)
+    moved: dict[str, list[str]] = {}
+    for node in reversed(new_tree.body):
+        name = getattr(node, "name", "")
+        owner = owners.get(name) if name not in top else None
+        if owner is None or not _takes_self(node):
+            continue
+        start, stop = _spans([node])[node.name]
+        indent = " " * owner.body[0].col_offset
+        block = [indent + line if line.strip() else line for line in lines[start:stop]]
+        moved[owner.name] = _ended(block) + moved.get(owner.name, [])
+        del lines[start:stop]
+    classes = [f"\n\nclass {name}:\n{''.join(body)}" for name, body in moved.items()]
+    return "".join(lines).rstrip("\n") + "".join(classes) + "\n" if moved else new
+
+
+def _takes_self(node: ast.stmt) -> bool:
+    is_function = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    return is_function and bool(node.args.args) and node.args.args[0].arg in ("self", "cls")
 
 
 def _named(body: list) -> dict[str, ast.stmt]:

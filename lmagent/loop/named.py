@@ -26,6 +26,7 @@ COUNTED_LINES = 10  # a file longer than this is shown with its line count: a sm
 FOLDER_FILES = 10  # of a named folder's files, shown while the budget lasts
 RESEMBLES = 0.5  # share of lines in common that makes a block a new version of a file
 TOP_LEVEL_DEFINITION = re.compile(r"^(?:async\s+def|def|class)\s+(\w+)", re.M)
+METHOD = re.compile(r"^[ \t]+(?:async\s+)?def\s+(\w+)\s*\(\s*(?:self|cls)\b", re.M)
 
 Look = Callable[[str, dict], dict]  # runs a tool by name with arguments, returns its result
 
@@ -194,13 +195,17 @@ def resembled_file(content: str, paths: list[str], look: Look) -> str:
 
 
 def _defining_file(content: str, texts: dict[str, str]) -> str:
-    """The one Python file defining at its top level a function or class the block defines:
-    a stub filled in shares too few lines to resemble it (`def abbreviate(words): pass`, and
-    the 1.5B model's 15 lines of it were never written)."""
+    """The one Python file defining at its top level a function or class the block defines,
+    or a method of that name: a stub filled in shares too few lines to resemble it (`def
+    abbreviate(words): pass`, and the 1.5B model's 15 lines of it were never written), and a
+    method written alone was dropped, three times (lmagent.loop.merge puts it in its class)."""
     names = set(TOP_LEVEL_DEFINITION.findall(content))
     holders = [
-        path
-        for path, text in texts.items()
-        if path.endswith(".py") and names & set(TOP_LEVEL_DEFINITION.findall(text))
+        path for path, text in texts.items() if path.endswith(".py") and names & _definitions(text)
     ]
     return holders[0] if len(holders) == 1 else ""
+
+
+def _definitions(text: str) -> set[str]:
+    """The functions and classes a Python file defines at its top level, and its methods."""
+    return set(TOP_LEVEL_DEFINITION.findall(text)) | set(METHOD.findall(text))
