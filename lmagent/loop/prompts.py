@@ -156,13 +156,17 @@ _NATIVE_CALLS = (
     "If you cannot make native tool calls, write each call as "
     '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>.'
 )
+# Only what changes of a Python file (lmagent.loop.merge): in rewrites that changed something,
+# 88-90 % of the lines the 1.5B model wrote were copied unchanged, at 15 tokens/s on 2 cores.
 # no worked example: a small model copies it literally (it ran "python app.py" in a folder
 # without one, five times). Fenced blocks first: a coder model writes them unasked.
 _TEXT_CALLS = (
     "How to act: write actions in your reply. They run in order when your reply ends, and "
     "their results come back in the next message.\n"
     "- Create or replace a file: write its path on a line of its own, then the file's whole "
-    "new content in a fenced block (```python for Python code).\n"
+    "new content in a fenced block (```python for Python code). To change a Python file that "
+    "exists, the block may hold only the functions, classes or methods that change, each "
+    "whole: the rest of the file is kept.\n"
     "- Run shell commands (python3 FILE, ls, grep, git, sed): put them in a ```bash block; "
     "only shell commands go there.\n"
     "- Any other tool: a tag with its name and arguments, as in "
