@@ -231,7 +231,7 @@ def lmagent_defaults(name: str = "lmagent-defaults", root: Path = ROOT) -> bench
         env = {**os.environ, "PYTHONPATH": str(root), "LLM_URL": f"{url}/v1/chat/completions"}
         return argv, {**env, "MAX_ITERATIONS": str(STEPS)}
 
-    return bench_tasks.Agent(name, command)
+    return bench_tasks.Agent(name, command, source=root)
 
 
 def aider(venvs: Path) -> bench_tasks.Agent:

@@ -522,6 +522,7 @@ class Agent:
     name: str
     command: Callable[[Task, Path, str], tuple[list[str], dict]]  # (task, folder, base URL)
     install: Callable[[], None] = lambda: None
+    source: Path | None = None  # an LMAgent checkout: its commit is recorded with each run
 
 
 def lmagent_env(url: str, root: Path, embedded: bool, steps: int = STEPS) -> dict:
@@ -547,7 +548,7 @@ def lmagent(name: str, root: Path, embedded: bool, steps: int = STEPS) -> Agent:
         argv += ["--no-mcp", "--workspace", str(folder), task.prompt]
         return argv, lmagent_env(url, root, embedded, steps)
 
-    return Agent(name, command)
+    return Agent(name, command, source=root)
 
 
 def pip_venv(venvs: Path, name: str, package: str) -> Callable[[], None]:
@@ -627,6 +628,7 @@ class Outcome:
     # totals where it has them: they also count the replies a client stopped reading early)
     read_evaluated: int | None = None
     read_generated: int | None = None
+    commit: str = ""  # the LMAgent commit measured (blank for a peer)
 
 
 def run_one(
@@ -669,7 +671,18 @@ def run_one(
             per_request=[list(astuple(r)) for r in counted],
             read_evaluated=read.prompt_evaluated,
             read_generated=read.generated,
+            commit=commit_of(agent.source),
         )
+
+
+def commit_of(source: Path | None) -> str:
+    """The commit checked out at `source` (a trailing + when it has changes); blank without."""
+    if source is None:
+        return ""
+    git = ["git", "-C", str(source)]
+    head = subprocess.run([*git, "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "status", "--porcelain", "-uno"], capture_output=True, text=True)
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
 
 
 def remove_sandbox(folder: Path) -> None:
@@ -791,10 +804,13 @@ def _mark(outcome: Outcome) -> str:
 
 
 def load(path: Path) -> list[Outcome]:
+    """The runs recorded in `path`; a row that is not one (another tool's) raises, naming it."""
     outcomes = []
-    for line in text_of(path).splitlines():
-        with contextlib.suppress(ValueError, TypeError):
+    for number, line in enumerate(text_of(path).splitlines(), 1):
+        try:
             outcomes.append(Outcome(**json.loads(line)))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}:{number}: not a recorded run: {exc}") from None
     return outcomes
 
 
