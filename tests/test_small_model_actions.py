@@ -1359,6 +1359,15 @@ def test_an_answer_confirmed_while_the_tests_fail_is_no_ending(workspace):
     assert result.status == "blocked" and result.message.startswith("nothing done")
 
 
+def test_another_answer_after_nothing_was_done_is_no_ending_while_the_tests_fail(workspace):
+    """Never having acted, told that nothing was done, the 1.5B model answered with the
+    nudge's own words; the run ended completed with all the exercise's tests failing."""
+    (workspace / "test_leap.py").write_text(LEAP_TEST)
+    steps = [text("A leap year is divisible by 4."), text("To save a file, write its path.")]
+    result, _, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    assert result.status == "blocked" and result.message.startswith("nothing done")
+
+
 def test_steps_that_achieve_nothing_end_the_run_early(workspace):
     """Failing replies that are each new: no loop of the same call, and MAX_ITERATIONS is
     500."""

@@ -95,6 +95,10 @@ class Finish:
             return
         if self.nudges_on(content, done):
             return
+        first = done.text_calls and not (done.acted or done.resumed)
+        if first and self.nudged_nothing and not shows_code(content):
+            self.answer = content.strip()  # told that nothing was done, it answers again
+            self.keep_the_answer(done)
         if not self.finishes_unverified(done, only_shown=self.only_shows_code(content, done)):
             raise Completed(content.strip())
 
@@ -150,9 +154,11 @@ class Finish:
         return False
 
     def keep_the_answer(self, done: Done) -> None:
-        """A bare TASK_COMPLETE after "nothing has been done": the answer the model gave before
+        """A bare TASK_COMPLETE or another answer after "nothing has been done": the answer
         stands (a greeting answered "Hello! How can I help?"), unless the check that applies
-        fails; with no answer given, the run ends blocked, nothing done."""
+        fails (a 1.5B model, never having acted, answered with the nudge's own words, and the
+        run ended completed with the exercise's tests failing); with no answer given, the run
+        ends blocked, nothing done."""
         failed = self.verifier.failure(done.changed) if "verify" in self.rules else None
         if self.answer and failed is None:
             raise Completed(self.answer)
