@@ -29,7 +29,8 @@ from bench.common import (
 )
 from lmagent.llm.tokens import estimate_tokens
 from lmagent.loop.compaction import Compactor
-from lmagent.loop.run import SUMMARY_TOKENS, open_session, run_agent
+from lmagent.loop.conversation import SUMMARY_TOKENS
+from lmagent.loop.run import open_session, run_agent
 from lmagent.sessions.store import SessionStore
 
 MESSAGES = 10_000

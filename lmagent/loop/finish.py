@@ -51,6 +51,11 @@ class Done:
     open_work: int  # todos and plan steps not done
     task: str
 
+    @property
+    def never_acted(self) -> bool:
+        """A model calling tools as text (a small one) that has not acted in this session."""
+        return self.text_calls and not (self.acted or self.resumed)
+
 
 class Finish:
     """The finishing decisions of one run, each nudge given at most as often as it says."""
@@ -95,8 +100,7 @@ class Finish:
             return
         if self.nudges_on(content, done):
             return
-        first = done.text_calls and not (done.acted or done.resumed)
-        if first and self.nudged_nothing and not shows_code(content):
+        if done.never_acted and self.nudged_nothing and not shows_code(content):
             self.answer = content.strip()  # told that nothing was done, it answers again
             self.keep_the_answer(done)
         if not self.finishes_unverified(done, only_shown=self.only_shows_code(content, done)):
@@ -108,8 +112,7 @@ class Finish:
         and at the first failing output it is shown (its first reply to 3 of 5 Exercism
         exercises, shown their failing tests, was BLOCKED) (nudged, True)."""
         blocked = BLOCKED_LINE.search(content)
-        first = done.text_calls and not (done.acted or done.resumed)  # a small model's
-        failed = not done.last_calls_ok or first
+        failed = not done.last_calls_ok or done.never_acted
         nudge = "blocked_nudge" in self.rules and failed and not self.nudged_blocked
         if blocked and nudge:
             self.nudged_blocked = True
@@ -190,8 +193,7 @@ class Finish:
         after it was told that code only shown does nothing: it is no finish while a check
         fails (the 1.5B model showed poker.py three times; the run ended "completed · answered
         without using any tool" with all 37 tests of the task's command failing)."""
-        first = done.text_calls and not (done.acted or done.resumed)
-        return first and self.nudged_code and shows_code(content)
+        return done.never_acted and self.nudged_code and shows_code(content)
 
     def finishes_unchecked(self, done: Done) -> bool:
         """Nudge once (True) a model calling tools as text (a small one) that finishes with

@@ -23,7 +23,6 @@ from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import (
     CUT_REPEATING,
-    Callbacks,
     ContextOverflow,
     LLMClient,
     LLMError,
@@ -32,8 +31,7 @@ from lmagent.llm.client import (
     LLMUnreachable,
     Reply,
 )
-from lmagent.llm.tokens import estimate_tokens
-from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_command_end
+from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.checks import (
     UNCHANGED,
@@ -42,13 +40,12 @@ from lmagent.loop.checks import (
     last_output_line,
     next_for_small_model,
 )
-from lmagent.loop.compaction import Compactor
+from lmagent.loop.conversation import Conversation
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
 from lmagent.loop.guards import LoopDetector, NoProgress
 from lmagent.loop.history import (
     RESULT_TAG,
-    PairedHistory,
     assistant_message,
     before_results,
     cut_in_block,
@@ -61,8 +58,8 @@ from lmagent.loop.merge import merged_block
 from lmagent.loop.named import TaskAsks, file_for_block, named_files_message, not_in_workspace
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
-from lmagent.loop.policy import RULES, Nudges, reply_rule
-from lmagent.loop.progress import TOOL_FIRST, Speeds, Ticker
+from lmagent.loop.policy import RULES, Nudges
+from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import (
     COMPLETE_LINE,
     MADE_UP_RESULTS,
@@ -75,7 +72,6 @@ from lmagent.loop.prompts import (
     final_text,
     parse_plan,
     parse_wait,
-    progress_message,
     resume_message,
     system_prompt,
 )
@@ -83,7 +79,6 @@ from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
 from lmagent.loop.verify import CHECK_TIMEOUT, QUIET
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
-from lmagent.tools.files import existing_paths
 from lmagent.tools.processes import stop_run_processes
 from lmagent.tools.registry import (
     ArgumentError,
@@ -112,7 +107,6 @@ FILES_SHOWN = 10  # files a shell command changed, named in its result
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
-SUMMARY_TOKENS = 1000  # room left for the summary that replaces the head
 
 
 @dataclass
@@ -161,48 +155,47 @@ class AgentRun:
         self.depth = depth
         self.agent_id = agent_id
         self.max_iterations = max_iterations or config.max_iterations
-        self.compactor = _compactor(config, context_length)
-        self.output_chars = output_chars(context_length)
-        self.loops = LoopDetector()
         self.iterations = 0
-        self.tokens = 0  # used by this run (the session's meta counts its whole life)
-        self.checks = WorkChecks()  # what the model changed and has not looked at
-        self.called_tools = False  # in this run
-        self.prompt_overhead = 0  # tokens the server counts beyond our estimate (tool schemas)
-        self.speeds = Speeds()  # the model's, as the server measures them
-        self.last_calls_ok = True
-        self.loop_message = ""
-        self.ran: list[dict] = []  # the calls of this step that ran
-        self.checks_run = 0  # the harness's own check commands, each a checkpointed step
-        self.error = ""  # the first error they met
-        self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
+        self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
+        self.output_chars = output_chars(context_length)
         self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
+        self.checks = WorkChecks()  # what the model changed and has not looked at
+        self.outcome = Outcome()  # what this run did, for its ending
+        self.loops = LoopDetector()
+        self.loop_message = ""
         self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
+        self.called_tools = False  # in this run
+        self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
+        self.checks_run = 0  # the harness's own check commands, each a checkpointed step
+        self.last_calls_ok = True
+        self.final_result: dict | None = None
+        self.ran: list[dict] = []  # the calls of this step that ran
+        self.error = ""  # the first error they met
         self.step_ok = False  # a call of this step succeeded
         self.rules = _known(rules)  # the small-model rules applied (lmagent.loop.policy)
-        self.nudges = Nudges(lambda text: self.emit("status", message=text), session.append)
-        self.repeats = Repeats(
+        self.nudges, self.repeats, self.finishing = self.small_model_rules()
+        self.checkpoints = StepRecorder(
+            config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
+        )
+        self.ctx = self.tool_context()
+        self.conversation = Conversation(
+            self.client, self.toolset, self.ctx, self.emit, self.rules, context_length
+        )
+
+    def small_model_rules(self) -> tuple[Nudges, Repeats, Finish]:
+        """The rules beside the loop (lmagent.loop.policy names them): the nudges they speak
+        with, a reply repeating an earlier one, a reply without tool calls."""
+        nudges = Nudges(self.say, self.session.append)
+        repeats = Repeats(
             self.rules,
-            self.nudges,
-            config.llm_temperature,
+            nudges,
+            self.config.llm_temperature,
             lambda: self.text_calls,
             self.files,
             self.text_calls_in,
         )
-        self.finishing = Finish(self.rules, self.nudges, self.checks, self.harness_shell, self.look)
-        self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
-        self._system: tuple[str, dict] | None = None  # (call form, message)
-        self.final_result: dict | None = None
-        self.outcome = Outcome()  # what this run did, for its ending
-        self.paired = PairedHistory()
-        self.checkpoints = StepRecorder(
-            config.workspace,
-            session.id,
-            agent_id,
-            lambda text: self.emit("status", message=text),
-            config.checkpoint_max_mb,
-        )
-        self.ctx = self.tool_context()
+        finishing = Finish(self.rules, nudges, self.checks, self.harness_shell, self.look)
+        return nudges, repeats, finishing
 
     def tool_context(self) -> ToolContext:
         """What the run's tools see of it."""
@@ -220,6 +213,10 @@ class AgentRun:
         )
 
     # ------------------------------------------------------------------ events
+
+    def say(self, text: str) -> None:
+        """A status line for the front ends."""
+        self.emit("status", message=text)
 
     def emit(self, kind: str, **data) -> None:
         event = {"type": kind, "session_id": self.session.id, **data}
@@ -275,7 +272,7 @@ class AgentRun:
             session_id=self.session.id,
             message=ended.message,
             iterations=self.iterations,
-            tokens=self.tokens,
+            tokens=self.conversation.tokens,
             wait_until=meta["wait_until"],
             extra=ended.extra,
         )
@@ -315,10 +312,10 @@ class AgentRun:
         self.emit("iteration", n=self.iterations, max=self.max_iterations)
 
     def step(self) -> None:
-        self._system = None  # rebuilt once per step: progress and context files may change
+        self.conversation.new_step()
         self.count_iteration()
-        self.compact_if_needed()
-        answering = self.reply_rule() == "answer"
+        self.conversation.compact_if_needed()
+        answering = self.conversation.reply_rule() == "answer"
         reply = self.repeats.resampled(self.query(), self.reply_again)
         said, before = self.repeats.notice(reply), self.files()
         self.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
@@ -347,7 +344,7 @@ class AgentRun:
         if _is_empty(reply) and self.client.native_tools:
             # some servers (llama-cpp-python's function calling) can only answer in text
             # when no tools are offered: ask once more without them before calling it empty
-            self.emit("status", message="empty reply; asking again without tool definitions")
+            self.say("empty reply; asking again without tool definitions")
             reply = self.query(tools=False)
         if answering and reply.content.strip():  # TOOL_SET=tiny: its answer ends the task
             self.session.append(assistant_message(reply, []))
@@ -426,7 +423,7 @@ class AgentRun:
         text = "named_files" in self.rules and named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text, "note": "named files"})
-            self.emit("status", message="showed the model the files the task names")
+            self.say("showed the model the files the task names")
         commands = self.finishing.before_start(task)
         if commands:
             self.session.append({"role": "user", "content": commands, "note": "task commands"})
@@ -441,7 +438,7 @@ class AgentRun:
         allowed, _ = self.gate.request("shell", {"command": command}, True)
         if not allowed:
             return None
-        self.emit("status", message=f"checking: {command.removeprefix(QUIET)}")
+        self.say(f"checking: {command.removeprefix(QUIET)}")
         self.checks_run += 1
         before = self.checkpoints.before("shell")  # a check may change files: undone as a step
         result = self.toolset.execute(
@@ -449,7 +446,7 @@ class AgentRun:
         )
         change = self.checkpoints.after(before, "shell", f"check-{self.checks_run}")
         if change.get("changed"):
-            self.emit("status", message=f"the check changed {', '.join(change['changed'][:5])}")
+            self.say(f"the check changed {', '.join(change['changed'][:5])}")
         return result
 
     def look(self, name: str, arguments: dict) -> dict:
@@ -460,117 +457,15 @@ class AgentRun:
 
     # ------------------------------------------------------------------ model
 
-    def system_message(self) -> dict:
-        """Made once per run, and again only if the client fell back to another call form."""
-        form = self.client.tool_form
-        if self._system is None or self._system[0] != form:
-            prompt = system_prompt(self.ctx.workspace, self.session, self.toolset, form)
-            self._system = (form, {"role": "system", "content": prompt})
-        return self._system[1]
-
-    def messages(self) -> list[dict]:
-        """What the model is sent: the system prompt, then the history with calls paired."""
-        return [self.system_message(), *self.paired(self.session)]
-
-    def callbacks(self, reading: Ticker, shown: list[str]) -> Callbacks:
-        """What the client reports, as events; `reading` ticks until the first token; what
-        streams is kept in `shown` too (counted if the reply breaks off)."""
-
-        def streamed(kind: str) -> Callable[[str], None]:
-            def emit(text: str) -> None:
-                shown.append(text)
-                self.emit(kind, text=text)
-
-            return emit
-
-        return Callbacks(
-            on_token=streamed("token"),
-            on_thinking=streamed("thinking"),
-            on_status=lambda text: self.emit("status", message=text),
-            on_progress=reading.update,
-            on_first_token=reading.stop,
-        )
-
-    def query(self, tools: bool = True, temperature: float | None = None):
-        """One reply; a context overflow compacts the conversation and retries exactly once."""
-        try:
-            return self.ask_model(tools, temperature)
-        except ContextOverflow:
-            self.emit("status", message="the context is full; compacting and retrying once")
-            if not self.compact(force=True):
-                raise
-            return self.ask_model(tools, temperature)
+    def query(self, tools: bool = True, temperature: float | None = None) -> Reply:
+        """One reply, at `temperature` or at the one the repeats rules choose."""
+        return self.conversation.query(tools, temperature or self.repeats.next_temperature())
 
     def reply_again(self, temperature: float) -> Reply:
         """Another reply to the same prompt, sampled at `temperature`: a new step for the
         front ends, which end the streamed reply that was not taken."""
         self.emit("iteration", n=self.iterations, max=self.max_iterations)
         return self.query(temperature=temperature)
-
-    def reply_rule(self) -> str:
-        """What the next reply must do: "call", "answer" or "" (lmagent.loop.policy)."""
-        if "act_then_answer" not in self.rules:
-            return ""
-        tool_set, form = self.client.config.tool_set, self.client.tool_form
-        return reply_rule(tool_set, form, self.session.history)
-
-    def offered_schemas(self) -> list[dict]:
-        """The tools' schemas for the request: with constrained calls, a path that must exist
-        is chosen among the workspace's own (a small model cannot invent one)."""
-        if self.client.tool_form == "constrained":
-            return self.toolset.choosing(existing_paths(self.ctx.workspace))
-        return self.toolset.schemas() if self.client.uses_tool_schemas else []
-
-    def ask_model(self, tools: bool, temperature: float | None = None):
-        messages = self.messages()
-        schemas = self.offered_schemas() if tools else []
-        must = self.reply_rule() if schemas else ""
-        sent_estimate = estimate_tokens(messages[:1]) + self.session.history_tokens
-        slow = self.speeds.slow_step(sent_estimate + self.prompt_overhead)
-        if slow and not self.depth:
-            self.emit("status", message=slow)
-        shown: list[str] = []
-        with Ticker(self.emit, "prompt", tokens=sent_estimate + self.prompt_overhead) as reading:
-            try:
-                reply = self.client.chat(
-                    messages,
-                    schemas,
-                    self.callbacks(reading, shown),
-                    self.stop,
-                    must,
-                    temperature=temperature or self.repeats.next_temperature(),
-                    enough=first_command_end if self.text_calls else None,
-                )
-            except (LLMError, LLMStopped):  # interrupted, or failed, mid-reply
-                if shown:
-                    self.count_tokens(Reply(raw_content="".join(shown)), sent_estimate)
-                raise
-        self.count_tokens(reply, sent_estimate)
-        self.tell_speeds(reply, sent_estimate + self.prompt_overhead)
-        return reply
-
-    def tell_speeds(self, reply: Reply, prompt_estimate: int) -> None:
-        """After the first reply whose server measured the model's speeds: say them."""
-        if not reply.timings:
-            return
-        prompt = int((reply.usage or {}).get("prompt_tokens") or 0) or prompt_estimate
-        line = self.speeds.measured(reply.timings, prompt, reply.completion_tokens)
-        if line and not self.depth:
-            speeds = {"reading": self.speeds.reading, "writing": self.speeds.writing}
-            self.emit("status", message=line, tokens_per_second=speeds)
-
-    def count_tokens(self, reply, sent_estimate: int) -> None:
-        usage = reply.usage or {}
-        prompt = int(usage.get("prompt_tokens") or 0)
-        total = usage.get("total_tokens") or prompt + int(usage.get("completion_tokens") or 0)
-        if not total:
-            total = sent_estimate + reply.completion_tokens
-        if prompt:
-            self.prompt_overhead = max(0, prompt - sent_estimate)
-        self.tokens += int(total)
-        self.session.meta["tokens"] = self.session.meta.get("tokens", 0) + int(total)
-        if reply.elapsed_s:  # not for a reply that broke off
-            self.session.meta["last_tokens_per_second"] = round(reply.tokens_per_second, 1)
 
     def parse(self, reply) -> tuple[list[dict], bool]:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
@@ -611,9 +506,7 @@ class AgentRun:
         mode = calls_came_as_text(self.config, self.client.model or "")
         if mode is not None:
             self.client.tool_mode = "text"
-            self.emit("status", message=mode.describe())
-
-    # ------------------------------------------------------------------ history
+            self.say(mode.describe())
 
     # ------------------------------------------------------------------ tools
 
@@ -708,12 +601,12 @@ class AgentRun:
                 result["arguments_received"] = raw[:300]
             return result
         if self.gate.needs_asking(tool.changes_things):
-            self.emit("status", message=f"waiting for permission: {name}")
+            self.say(f"waiting for permission: {name}")
         allowed, note = self.gate.request(name, arguments, tool.changes_things)
         if not allowed:
             return {"success": False, "error": note}
         if note:
-            self.emit("status", message=note)
+            self.say(note)
         if tool.changes_things:
             self.session.sync()  # the call that causes a change is on disk before the change
         with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
@@ -767,40 +660,6 @@ class AgentRun:
         self.session.save_state()
         self.session.append({"role": "user", "content": PLAN_APPROVED, "note": "plan"})
 
-    # ------------------------------------------------------------------ compaction
-
-    def context_tokens(self) -> int:
-        """Estimated prompt size, corrected by what the server last counted beyond our estimate."""
-        system = estimate_tokens([self.system_message()])
-        return system + self.session.history_tokens + self.prompt_overhead
-
-    def compact_if_needed(self) -> None:
-        if self.compactor.too_big(self.context_tokens()):
-            self.compact()
-
-    def compact(self, force: bool = False) -> bool:
-        """Summarise the head of the history so the context drops to about half the threshold
-        (or, after the server reported an overflow, the history to about half its size)."""
-        history_tokens = self.session.history_tokens
-        if force:  # the server's real limit is below what we assumed: halve the history
-            budget = history_tokens // 2 - SUMMARY_TOKENS
-        else:
-            fixed = self.context_tokens() - history_tokens
-            budget = self.compactor.threshold // 2 - fixed - SUMMARY_TOKENS
-        plan = self.compactor.compact(self.session.history, max(0, budget))
-        if plan is None:
-            return False
-        end, summary = plan
-        progress = progress_message(self.session)  # the calls that recorded it are summarised
-        if progress:
-            summary = {**summary, "content": f"{summary['content']}\n\n{progress}"}
-        before = self.context_tokens()
-        self.session.record_compaction(0, end, summary)
-        self.emit(
-            "status", message=f"compacted the context: ~{before} → ~{self.context_tokens()} tokens"
-        )
-        return True
-
 
 def _ending_meta(ended: RunEnded) -> dict:
     """The metadata a session's ending writes."""
@@ -833,14 +692,6 @@ def _try_json(raw) -> object:
         return parse_arguments(raw)
     except ArgumentError:
         return raw
-
-
-def _compactor(config: Config, context_length: int | None) -> Compactor:
-    """Compaction from the configured threshold, or earlier in a small loaded window."""
-    threshold = config.summarization_threshold
-    if context_length:
-        threshold = min(threshold, int(context_length * 0.7))
-    return Compactor(threshold)
 
 
 def _error_of(result: dict) -> str:
