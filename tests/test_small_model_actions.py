@@ -1128,7 +1128,9 @@ def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace
     assert temperatures[:4] == [0.0, 0.0, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE]
     told = last_message(requests[4])
     assert told.startswith("Not saved: this is the same change as before, and its check fails")
-    assert "already succeeded" not in "".join(str(m["content"]) for m in requests[4]["messages"])
+    sent = [str(m["content"]) for m in requests[4]["messages"]]
+    assert "already succeeded" not in "".join(sent)
+    assert sum(STILL_WRONG in content for content in sent) == 1  # the repeat is not copied in
     assert result.status == "completed"
 
 

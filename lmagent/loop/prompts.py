@@ -110,6 +110,11 @@ NUDGE_NOTHING_DONE = (
 )
 
 
+# a reply repeating one that failed, as the history keeps it: a copy that enters the history is
+# copied again (the 1.5B model gave one 394-token reply nine times, a third of a run's tokens)
+SAID_AGAIN = "(my earlier reply again, word for word)"
+
+
 def not_run_again(call: str, command: str, error: str) -> str:
     """For a small model repeating actions that failed, with no file changed since: the
     command (when it is one line) and its error said again, with what to do when the error

@@ -15,7 +15,7 @@ from lmagent.llm.client import Reply
 from lmagent.llm.toolcalls import FormatError
 from lmagent.loop.history import RESULT_TAG
 from lmagent.loop.policy import Nudges
-from lmagent.loop.prompts import COMPLETE_LINE, WAIT_START, not_run_again
+from lmagent.loop.prompts import COMPLETE_LINE, SAID_AGAIN, WAIT_START, not_run_again
 
 UNSTICK_TEMPERATURE = 1.0  # for the reply after one that repeated an earlier one
 RESAMPLES = 2  # a small model's reply that repeats an earlier one is asked for again this often
@@ -86,11 +86,13 @@ class Repeats:
         file changed since, are not run again (True): they would fail the same way, and a
         failure repeated in the history is copied again (a 1.5B model ran `python3 app.py Ann
         --shout` five times, its parser refusing --shout each time). The model is told so,
-        with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked."""
+        with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked. The history
+        keeps the repeat as SAID_AGAIN, not word for word: each copy in it makes the next one
+        likelier."""
         error = self.failed.get(self.said(reply))
         if "not_run_again" not in self.rules or not self.small() or error is None:
             return False
-        self.nudges.append(message)
+        self.nudges.append({**message, "content": SAID_AGAIN})
         self.nudges.status("not run: it failed before, and nothing has changed since")
         calls = self.actions_of(reply)
         name, arguments = (calls[0]["name"], calls[0]["arguments"]) if len(calls) == 1 else ("", {})
