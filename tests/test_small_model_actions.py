@@ -13,7 +13,7 @@ import pytest
 
 from lmagent.checkpoints.steps import Checkpoints
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
-from lmagent.loop.merge import merge_python
+from lmagent.loop.merge import examples_apart, merge_python
 from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import NO_PROGRESS_STEPS, RULES, UNSTICK_TEMPERATURE
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
@@ -1132,6 +1132,39 @@ def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace
     assert "already succeeded" not in "".join(sent)
     assert sum(STILL_WRONG in content for content in sent) == 1  # the repeat is not copied in
     assert result.status == "completed"
+
+
+def test_example_lines_of_a_block_go_under_the_main_guard_so_the_tests_can_import_it(workspace):
+    """The 1.5B model ended a held-out exercise's solution with "# Example usage" and a call
+    that raised: saved as written, every check was one import error and no test ever ran."""
+    calc_project(workspace)
+    example = "\n# Example usage\nprint(add(2))\n```"  # raises TypeError when it runs
+    steps = [text(FIXED.removesuffix("```") + example), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    saved = (workspace / "calc.py").read_text()
+    assert saved.endswith(
+        '\n\nif __name__ == "__main__":\n    # Example usage\n    print(add(2))\n'
+    )
+    assert "return a + b" in saved
+    told = str(requests[1]["messages"][-1]["content"])
+    assert "so importing calc.py does not run them" in told and "1 passed" in told
+    assert result.status == "completed"
+
+
+SCRIPT = "import sys\n\n\ndef main():\n    print(sys.argv)\n\n\nmain()\n"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (SCRIPT, "def main():\n    print(1)\n\n\nmain()\n"),  # a script runs code: as it is
+        (ADD_BUG, "print(add(2, 3))\n"),  # nothing defined: as it is
+        (ADD_BUG, "def add(a, b):\n    return a + b\n\n\nWHITE = 'W'\n"),  # a constant stays
+        (ADD_BUG, "def add(a, b:\n"),  # not Python: as it is
+    ],
+)
+def test_lines_that_are_no_example_stay_where_the_block_has_them(old, new):
+    assert examples_apart(old, new) == (new, "")
 
 
 def test_a_finish_with_a_block_that_was_not_saved_says_so(workspace):

@@ -3,16 +3,21 @@ class's methods): those are replaced, the rest kept. A small model asked to fix 
 writes that function alone under the file's name (measured on Qwen2.5-Coder-1.5B: calc.py lost
 mul when it fixed add); written as it is, the file would lose everything else. A definition
 written as a placeholder (only `pass`, `...` or a docstring, its comment saying "your existing
-code goes here") where the file has a real one keeps the file's.
+code goes here") where the file has a real one keeps the file's. Example lines a block adds at
+the top level of a module that runs no code itself (`print(f(1))` under "# Example usage") go
+under `if __name__ == "__main__":`: saved as written, importing the module ran them, and the
+1.5B model's example raised there, so every check was one import error and no test ran.
 """
 
 from __future__ import annotations
 
 import ast
+import textwrap
 from collections.abc import Callable
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 KEPT_NAMED = 6  # of the definitions kept, named in the note
+MAIN_GUARD = 'if __name__ == "__main__":'
 
 
 def merge_python(old: str, new: str) -> tuple[str, list[str]] | None:
@@ -130,24 +135,85 @@ def _named(body: list) -> dict[str, ast.stmt]:
 
 
 def merged_block(arguments: dict, look: Callable[[str, dict], dict]) -> tuple[dict, str]:
-    """A write of a Python file block holding only some of the file's definitions, merged into
-    the file as it is (`look` reads it); a note saying so, blank when written as it is."""
+    """A write of a Python file block into the file as it is (`look` reads it): its example
+    lines guarded, and when it holds only some of the file's definitions, merged; a note
+    saying what was done, blank when it is written as it is."""
     path = arguments["path"]
     old = look("read", {"path": path}) if path.endswith(".py") else {}
     if not old.get("success") or old.get("truncated"):
         return arguments, ""
-    merged = merge_python(str(old.get("content", "")), arguments["content"])
-    if merged is None:
+    old_text = str(old.get("content", ""))
+    content, examples = examples_apart(old_text, arguments["content"])
+    merged = merge_python(old_text, content)
+    notes = []
+    if merged is not None:
+        content, names = merged
+        kept = ", ".join(names[:KEPT_NAMED]) + (
+            f" and {len(names) - KEPT_NAMED} more" * (len(names) > KEPT_NAMED)
+        )
+        notes.append(
+            f"your block held only part of {path}: its definitions replaced those in the file; "
+            f"{kept} kept as they were (left out of your block, or only a placeholder in it)"
+        )
+    if examples:
+        content = content.rstrip("\n") + f"\n\n\n{MAIN_GUARD}\n" + textwrap.indent(examples, "    ")
+        notes.append(
+            f"the lines of your block that run code at the top level are under "
+            f"`{MAIN_GUARD}` at the end, so importing {path} does not run them"
+        )
+    if not notes:
         return arguments, ""
-    names = merged[1]
-    kept = ", ".join(names[:KEPT_NAMED]) + (
-        f" and {len(names) - KEPT_NAMED} more" * (len(names) > KEPT_NAMED)
+    return {**arguments, "content": content}, "; ".join(notes)
+
+
+def examples_apart(old: str, new: str) -> tuple[str, str]:
+    """(`new` without its example lines, those lines dedented): the top-level statements that
+    run code (an expression such as a call, or a statement calling print or something the
+    module defines; its own `__main__` guard's body), with the comment lines just above
+    them, when `old` is a module that runs no code itself and `new` defines something; else
+    (`new`, ""). Constants (`WHITE = "W"`) stay where they are."""
+    try:
+        old_tree, new_tree = ast.parse(old), ast.parse(new)
+    except (SyntaxError, ValueError):
+        return new, ""
+    defined = {*_spans(old_tree.body), *_spans(new_tree.body), "print"}
+    examples = [node for node in new_tree.body if _runs_code(node, defined)]
+    library = not any(_runs_code(node, defined) or _main_guard(node) for node in old_tree.body)
+    if not (examples and library and _spans(new_tree.body)):
+        return new, ""
+    lines = new.splitlines(keepends=True)
+    taken, kept_out = [], set()
+    for node in examples:
+        start, stop = node.lineno - 1, node.end_lineno or node.lineno
+        while start and lines[start - 1].lstrip().startswith("#"):
+            start -= 1  # "# Example usage"
+        kept_out |= set(range(start, stop))
+        first = node.body[0].lineno - 1 if _main_guard(node) else start
+        taken.append(textwrap.dedent("".join(_ended(lines[first:stop]))))
+    rest = "".join(line for index, line in enumerate(lines) if index not in kept_out)
+    return rest.rstrip("\n") + "\n", "".join(taken)
+
+
+def _runs_code(node: ast.stmt, defined: set[str]) -> bool:
+    """A top-level statement that runs code when the module is imported: an expression (not a
+    docstring), the module's `__main__` guard, or one that calls something in `defined`."""
+    if isinstance(node, (*DEFINITIONS, ast.Import, ast.ImportFrom)) or _is_docstring(node):
+        return False
+    if isinstance(node, ast.Expr) or _main_guard(node):
+        return True
+    calls = (n.func for n in ast.walk(node) if isinstance(n, ast.Call))
+    return any(isinstance(f, ast.Name) and f.id in defined for f in calls)
+
+
+def _main_guard(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":`"""
+    test = node.test if isinstance(node, ast.If) else None
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
     )
-    note = (
-        f"your block held only part of {path}: its definitions replaced those in the file; "
-        f"{kept} kept as they were (left out of your block, or only a placeholder in it)"
-    )
-    return {**arguments, "content": merged[0]}, note
 
 
 def _spans(body: list) -> dict[str, tuple[int, int]]:
