@@ -1062,6 +1062,21 @@ def test_a_long_failing_test_run_shows_its_first_failure_short_and_its_counts(wo
     assert "characters cut …]\n" in shown and "failure number 20" not in shown
 
 
+def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace):
+    """pytest cuts a failure's summary line to the terminal's width: "FAILED
+    all_your_base_test.py::...::test_input_base_is_zero - Asse..." hid what was expected."""
+    calc_project(workspace)
+    message = "the input base must be at least 2, and this message says so in a long line"
+    (workspace / "test_calc.py").write_text(
+        f"from calc import add\n\n\ndef test_add_of_two_numbers():\n"
+        f"    assert add(2, 3) == 5, {message!r}\n"
+    )
+    steps = [text(STILL_WRONG), text(FIXED), text("TASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py.")
+    shown = str(requests[1]["messages"][-1]["content"])
+    assert f"FAILED test_calc.py::test_add_of_two_numbers - AssertionError: {message}" in shown
+
+
 def test_the_check_after_a_write_counts_every_test(workspace):
     """With -x the check said "1 failed" after a fix that made 3 of 10 tests pass where none
     had: every test runs, so the counts show the progress."""

@@ -76,7 +76,7 @@ from lmagent.loop.prompts import (
     system_prompt,
 )
 from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
-from lmagent.loop.verify import CHECK_TIMEOUT, QUIET
+from lmagent.loop.verify import CHECK_ENV, CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
 from lmagent.tools.processes import stop_run_processes
@@ -438,7 +438,7 @@ class AgentRun:
         allowed, _ = self.gate.request("shell", {"command": command}, True)
         if not allowed:
             return None
-        self.say(f"checking: {command.removeprefix(QUIET)}")
+        self.say(f"checking: {command.removeprefix(CHECK_ENV)}")
         self.checks_run += 1
         before = self.checkpoints.before("shell")  # a check may change files: undone as a step
         result = self.toolset.execute(

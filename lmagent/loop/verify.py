@@ -26,13 +26,15 @@ CODE_SPAN = re.compile(r"`([^`\n]+)`")
 PROMPT_LINE = re.compile(r"^\s*\$ (.+)$", re.M)
 BARE_RUN = re.compile(r"(?<![\w/.-])(?:python3?|pytest) [\w./-]+\.py\b")  # python3 report.py
 TEST_FILES = ("**/test_*.py", "**/*_test.py")
-QUIET = "PYTHONDONTWRITEBYTECODE=1 "  # a check leaves no __pycache__ behind
+# a check leaves no __pycache__ behind, and pytest's lines of failures are not cut at 80
+# columns ("FAILED test_x.py::test_input_base_is_zero - Asse..." hid the error's message)
+CHECK_ENV = "PYTHONDONTWRITEBYTECODE=1 COLUMNS=160 "
 # short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
 # dict literals came before the TypeError that mattered, and the end of the output was shown)
 SHORT_TRACEBACKS = "--tb=short"
 PYTEST_RUN = re.compile(r"^(?:\w+=\S* )*(?:python3? -m pytest|pytest)(?: |$)")
 # every test, not -x: "1 failed" after a fix hid that 3 of 10 passed where none had before
-PYTEST = QUIET + f"python3 -m pytest -q {SHORT_TRACEBACKS} -p no:cacheprovider"
+PYTEST = CHECK_ENV + f"python3 -m pytest -q {SHORT_TRACEBACKS} -p no:cacheprovider"
 COMPILE = "python3 -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")'"
 # a program that reads arguments or input is only compiled: run without them it may fail right
 TAKES_INPUT = re.compile(
@@ -175,7 +177,7 @@ class Verifier:
         if test_files(self.look):
             return [PYTEST]
         if self.quoted:
-            return [QUIET + command for command in self.quoted]
+            return [CHECK_ENV + command for command in self.quoted]
         programs = [p for p in changed if PurePosixPath(p).suffix == ".py"]
         checks = [self.program_check(path) for path in programs]
         return [check for check in checks if check][:MAX_COMMANDS]
@@ -186,13 +188,13 @@ class Verifier:
         commands = self.applying([path])
         if not commands or commands[0].startswith((RUN_PROGRAM, COMPILE)):
             return None
-        return commands[0].removeprefix(QUIET)
+        return commands[0].removeprefix(CHECK_ENV)
 
     def after_change(self, command: str | None) -> Check | None:
         """The check a finish after a change would run (`check_for` names it), run now if it
         needs no one's permission (the person is asked at the finish, not at every write);
         None when there is none, it is not run, or pytest found no test to run."""
-        check = self.run(QUIET + command, ask=False) if command else None
+        check = self.run(CHECK_ENV + command, ask=False) if command else None
         if check is None or check.collected_nothing:
             return None
         self.confirmed = not check.failed
@@ -211,14 +213,14 @@ class Verifier:
     def scripts(self) -> list[str]:
         """The workspace's test files run as programs, when pytest found no test in them."""
         files = test_files(self.look)[:MAX_COMMANDS]
-        return [f"{QUIET}python3 {shlex.quote(path)}" for path in files]
+        return [f"{CHECK_ENV}python3 {shlex.quote(path)}" for path in files]
 
     def run(self, command: str, ask: bool = True) -> Check | None:
         command = short_tracebacks(command)
         result = self.shell(command, ask)
         if result is None:
             return None
-        check = Check(command.removeprefix(QUIET), result)
+        check = Check(command.removeprefix(CHECK_ENV), result)
         if check.command.startswith("python3 -m pytest") and NO_PYTEST in str(result.get("output")):
             return None  # no pytest where commands run: nothing to judge by
         return check
