@@ -1705,6 +1705,48 @@ def test_a_long_named_file_is_shown_with_its_line_count_and_a_short_one_without(
     assert "port = 8421\n```" in shown and "(2 lines)" not in shown  # "2" taken for the answer
 
 
+LONG_TESTS = (
+    "import unittest\nfrom board import (\n    Board,\n    WHITE,\n)\n\n\n"
+    "class BoardTest(unittest.TestCase):\n"
+    "    def new_board(self, rows):\n        return Board(rows)\n\n"
+    "    def test_a_corner(self):\n        board = self.new_board(['B '])\n"
+    "        self.assertEqual(board.owner(0, 0), WHITE)\n\n"
+    + "".join(
+        f"    def test_case_{n}(self):\n        self.assertEqual(Board(['{n}' * 40]).owner(0, 0), "
+        f"'{n}')\n\n"
+        for n in range(60)
+    )
+)
+
+
+def test_a_test_file_too_long_to_show_is_shown_as_its_imports_and_first_test(workspace):
+    """Shown only as a name ("213+ lines, too long to show here"), a long test file was never
+    read by the 1.5B model, which wrote a module without the names the tests import."""
+    (workspace / "board.py").write_text("class Board:\n    pass\n")
+    (workspace / "board_test.py").write_text(LONG_TESTS)
+    steps = [text("Read.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Make board_test.py pass with board.py")
+    shown = requests[0]["messages"][2]["content"]
+    assert "board_test.py: 195 lines, too long to show whole; its imports and first test:" in shown
+    outline = shown.split("its imports and first test:\n```\n")[1].split("```")[0]
+    assert outline == (
+        "import unittest\nfrom board import (\n    Board,\n    WHITE,\n)\n\n"
+        "class BoardTest(unittest.TestCase):\n"
+        "    def new_board(self, rows):\n        return Board(rows)\n\n"
+        "    def test_a_corner(self):\n        board = self.new_board(['B '])\n"
+        "        self.assertEqual(board.owner(0, 0), WHITE)\n"
+    )
+    assert "test_case_0" not in shown
+
+
+def test_a_long_file_without_tests_is_named_only(workspace):
+    (workspace / "big.py").write_text(
+        "".join(f"def f{n}():\n    return {n}\n\n" for n in range(400))
+    )
+    _, requests, _ = embedded_run(workspace, [text("Seen.\nTASK_COMPLETE")], task="Look at big.py")
+    assert "big.py: 1200 lines, too long to show here" in requests[0]["messages"][2]["content"]
+
+
 def test_a_clean_run_of_what_was_changed_names_the_ending_as_the_next_step(workspace):
     """A small model that saw its program work went on to `ls`, `rm hello.py` and `git init`."""
     (workspace / "hello.py").write_text("print('hello')\n")

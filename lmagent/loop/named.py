@@ -6,6 +6,7 @@ read, four times). They are read with the read and ls tools, so the workspace's 
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from collections.abc import Callable
@@ -20,6 +21,7 @@ NUMBER = re.compile(r"[\d.]+")  # 1.0 to 1.1: a version, not a file
 EXAMPLE_BEFORE = re.compile(r"\b(?:like|e\.g\.|such as|for example|for instance)[\s:,]*$", re.I)
 MAX_NAMED = 6  # paths looked at
 SHOWN_CHARS = 3000  # of file contents in all (about 800 tokens): the rest are named only
+OUTLINE_CHARS = 1200  # of a Python file too long to show: its imports and its first test
 LISTED_ENTRIES = 30
 COUNTED_LINES = 10  # a file longer than this is shown with its line count: a small model
 # counts 17 lines as 1 or 32, and takes the count of a short file for the answer to its task
@@ -119,10 +121,66 @@ def _file(path: str, read: dict, budget: int) -> tuple[str, int]:
         return "", budget
     content = str(read.get("content", ""))
     if read.get("truncated") or len(content) > budget:
-        return f"{path}: {read.get('total_lines', '?')}+ lines, too long to show here", budget
+        lines = f"{read.get('total_lines', '?')}{'+' * bool(read.get('truncated'))} lines"
+        outline = outline_of(content) if path.endswith(".py") else ""
+        if outline and len(outline) <= budget:
+            shown = f"{path}: {lines}, too long to show whole; its imports and first test:"
+            return f"{shown}\n{_fenced(outline)}", budget - len(outline)
+        return f"{path}: {lines}, too long to show here", budget
     lines = read.get("total_lines", 0)
     counted = f"\n({lines} lines)" if lines > COUNTED_LINES else ""
     return f"{path}\n{_fenced(content)}{counted}", budget - len(content)
+
+
+def outline_of(content: str) -> str:
+    """A long Python test file's import lines and its first test whole, with its class line
+    and the helpers it calls on self: what the code under test must provide and how it is
+    called (the 1.5B model, shown only a long test file's name, never read it, and wrote a
+    module without the names the tests import); blank for other files or over OUTLINE_CHARS."""
+    try:
+        tree = ast.parse(content)
+    except (SyntaxError, ValueError):
+        return ""
+    lines = content.splitlines(keepends=True)
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    parts = ["".join(_source(lines, node)) for node in imports]
+    for node in tree.body:
+        if _is_test(node):
+            parts.append("\n" + "".join(_source(lines, node)))
+            break
+        methods = [m for m in getattr(node, "body", []) if isinstance(node, ast.ClassDef)]
+        test = next((m for m in methods if _is_test(m)), None)
+        if test is not None:
+            helpers = [m for m in methods if _calls_on_self(test, getattr(m, "name", ""))]
+            header = "".join(lines[node.lineno - 1 : node.body[0].lineno - 1])
+            body = "\n".join("".join(_source(lines, m)) for m in [*helpers, test])
+            parts.append(f"\n{header}{body}")
+            break
+    else:
+        return ""
+    outline = "".join(parts)
+    return outline if len(outline) <= OUTLINE_CHARS else ""
+
+
+def _is_test(node: ast.stmt) -> bool:
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith(
+        "test"
+    )
+
+
+def _calls_on_self(test: ast.stmt, name: str) -> bool:
+    """Whether `test` calls self.`name`(...)."""
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == name and getattr(n.value, "id", "") == "self"
+        for n in ast.walk(test)
+    )
+
+
+def _source(lines: list[str], node: ast.stmt) -> list[str]:
+    """A statement's lines, its decorators and a line break after it included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    found = lines[first - 1 : node.end_lineno or node.lineno]
+    return [*found[:-1], found[-1] if found[-1].endswith("\n") else found[-1] + "\n"]
 
 
 def _fenced(content: str) -> str:
