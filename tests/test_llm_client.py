@@ -329,8 +329,18 @@ def test_long_answers_that_merely_repeat_a_little_are_not_cut(llm, workspace, co
     assert reply.content == content.strip()
 
 
+CYCLE = "".join(
+    f"The `PhoneNumber` class should be modified to include the `{name}` attribute that "
+    f"stores the cleaned {name.replace('_', ' ')}.\n\n"
+    for name in ("number", "area_code", "exchange_code", "subscriber_number")
+)
+
+
 def test_loop_period_and_without_loop():
     assert llm_client.loop_period("ab" * 1000) == 2
+    assert llm_client.loop_period("Intro.\n" + CYCLE * 6) == len(CYCLE) > 400  # a paragraph
+    numbered = "".join(f"{n}. {CYCLE[:100]} {n * n}\n" for n in range(30))  # alike, not the same
+    assert llm_client.loop_period(CYCLE * 2 + numbered) == 0
     assert llm_client.loop_period("intro " + "xyz-" * 600) == 4
     assert llm_client.loop_period("ab" * 900) == 0  # under the window
     assert llm_client.loop_period("".join(str(n) for n in range(2000))) == 0

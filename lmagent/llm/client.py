@@ -200,7 +200,9 @@ class _Shown:
 
 
 LOOP_WINDOW = 2000  # characters of one short piece repeated that cut a streamed reply off
-LOOP_MAX_PERIOD = 200  # the longest piece counted
+# the longest piece counted: the 1.5B model cycled through four sentences of a paragraph
+# each (460 characters) until its reply was capped, 1,024 tokens of them
+LOOP_MAX_PERIOD = 600
 LOOP_CHECK_EVERY = 250  # characters streamed between checks
 CUT_REPEATING = "repeating"  # Reply.finish_reason of a reply cut off for looping
 
