@@ -1075,6 +1075,8 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
     _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py.")
     shown = str(requests[1]["messages"][-1]["content"])
     assert f"FAILED test_calc.py::test_add_of_two_numbers - AssertionError: {message}" in shown
+    assert "\n=== FAILURES ===\n___ test_add_of_two_numbers ___\n" in shown  # not padded
+    assert "F [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
 
 
 def test_the_check_after_a_write_counts_every_test(workspace):

@@ -32,6 +32,10 @@ CHECK_ENV = "PYTHONDONTWRITEBYTECODE=1 COLUMNS=160 "
 # short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
 # dict literals came before the TypeError that mattered, and the end of the output was shown)
 SHORT_TRACEBACKS = "--tb=short"
+RULE_LINE = re.compile(
+    r"^([=_-])\1{2,}(?: (.*?) \1{3,})?$", re.M
+)  # pytest's, as wide as the terminal
+PROGRESS_PADDING = re.compile(r" {2,}(\[ *\d+%\])$", re.M)
 PYTEST_RUN = re.compile(r"^(?:\w+=\S* )*(?:python3? -m pytest|pytest)(?: |$)")
 # every test, not -x: "1 failed" after a fix hid that 3 of 10 passed where none had before
 PYTEST = CHECK_ENV + f"python3 -m pytest -q {SHORT_TRACEBACKS} -p no:cacheprovider"
@@ -88,8 +92,9 @@ class Check:
         return "pytest" in self.command and self.result.get("exit_code") == NO_TESTS
 
     def shown(self) -> str:
-        """The command, how it ended and its output (the middle cut out), for the model."""
-        output = str(self.result.get("output") or "").strip()
+        """The command, how it ended and its output (rules narrowed, the middle cut out), for
+        the model."""
+        output = unpadded(str(self.result.get("output") or "").strip())
         output = cut_middle(output, SHOWN_CHARS, "\n[… {} characters cut …]\n")
         code = self.result.get("exit_code")
         ended = "timed out" if code is None else f"exit code {code}"
@@ -116,6 +121,14 @@ def task_commands(task: str, look: Look, bare: bool = True) -> list[str]:
         if all(look("read", {"path": f}).get("success") for f in files[:1]):
             found.append(command)
     return found[:MAX_COMMANDS]
+
+
+def unpadded(output: str) -> str:
+    """pytest's section rules ("=== FAILURES ===", "___ test_name ___") and progress lines
+    as wide as their words, not padded to the check's 160 columns: padded, they took a third
+    of the characters shown."""
+    output = RULE_LINE.sub(lambda m: f"{m[1] * 3} {m[2]} {m[1] * 3}" if m[2] else m[1] * 3, output)
+    return PROGRESS_PADDING.sub(r" \1", output)
 
 
 def short_tracebacks(command: str) -> str:
