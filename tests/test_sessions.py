@@ -385,7 +385,7 @@ def test_a_run_keeps_the_waiting_index_in_step_with_its_session(workspace, llm, 
 def test_a_tool_name_that_is_not_a_string_is_an_unknown_tool(workspace, config):
     run = AgentRun(config, SessionStore(workspace).create("t"))
     for name in (5, None, ["read"], {"name": "read"}):
-        result = run.run_call({"id": "c1", "name": name, "arguments": {}})
+        result = run.calls.run({"id": "c1", "name": name, "arguments": {}})
         assert result["success"] is False
         assert result["error"].startswith("unknown tool"), name
 

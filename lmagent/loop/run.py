@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lmagent.checkpoints.recorder import StepRecorder, needs_checkpoint
+from lmagent.checkpoints.recorder import StepRecorder
 from lmagent.core.config import Config
 from lmagent.core.status import STATUS_ERROR, STATUS_RUNNING
 from lmagent.core.stop import StopToken
@@ -33,17 +33,15 @@ from lmagent.llm.client import (
 )
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.llm.toolmode import calls_came_as_text
+from lmagent.loop.calls import CallRunner, error_of
 from lmagent.loop.checks import (
-    UNCHANGED,
     WorkChecks,
-    failed_check,
-    last_output_line,
     next_for_small_model,
 )
 from lmagent.loop.conversation import Conversation
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
-from lmagent.loop.guards import LoopDetector, NoProgress
+from lmagent.loop.guards import NoProgress
 from lmagent.loop.history import (
     RESULT_TAG,
     assistant_message,
@@ -54,20 +52,16 @@ from lmagent.loop.history import (
     repair_history,
     result_messages,
 )
-from lmagent.loop.merge import merged_block
 from lmagent.loop.named import TaskAsks, file_for_block, named_files_message, not_in_workspace
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.policy import RULES, Nudges
-from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import (
     COMPLETE_LINE,
     MADE_UP_RESULTS,
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
-    REPEATED_FAILURE,
-    REPEATED_SUCCESS,
     cut_in_block_nudge,
     final_text,
     parse_plan,
@@ -81,12 +75,9 @@ from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_m
 from lmagent.sessions.waiting import record_ending
 from lmagent.tools.processes import stop_run_processes
 from lmagent.tools.registry import (
-    ArgumentError,
     Services,
     ToolContext,
     Toolset,
-    bind_arguments,
-    parse_arguments,
 )
 from lmagent.tools.toolset import build_toolset
 
@@ -103,7 +94,6 @@ __all__ = [
 ]
 
 NO_PROGRESS_STEPS = 6  # steps in a row that achieve nothing end the run (0: never)
-FILES_SHOWN = 10  # files a shell command changed, named in its result
 Sink = Callable[[dict], None]
 CALL_NOT_RUN = "not run: the run ended before this call"
 AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
@@ -161,15 +151,11 @@ class AgentRun:
         self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.outcome = Outcome()  # what this run did, for its ending
-        self.loops = LoopDetector()
-        self.loop_message = ""
         self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
         self.called_tools = False  # in this run
-        self.changes = 0  # calls in this run that changed files (the files, without checkpoints)
         self.checks_run = 0  # the harness's own check commands, each a checkpointed step
         self.last_calls_ok = True
         self.final_result: dict | None = None
-        self.ran: list[dict] = []  # the calls of this step that ran
         self.error = ""  # the first error they met
         self.step_ok = False  # a call of this step succeeded
         self.rules = _known(rules)  # the small-model rules applied (lmagent.loop.policy)
@@ -178,6 +164,17 @@ class AgentRun:
             config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
         )
         self.ctx = self.tool_context()
+        records = (self.checks, self.outcome)
+        self.calls = CallRunner(
+            self.toolset,
+            self.ctx,
+            self.gate,
+            self.checkpoints,
+            records,
+            self.emit,
+            self.look,
+            self.next_step,
+        )
         self.conversation = Conversation(
             self.client, self.toolset, self.ctx, self.emit, self.rules, context_length
         )
@@ -318,13 +315,13 @@ class AgentRun:
         answering = self.conversation.reply_rule() == "answer"
         reply = self.repeats.resampled(self.query(), self.reply_again)
         said, before = self.repeats.notice(reply), self.files()
-        self.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
-        repeat, changes = self.repeats.unstick, self.changes
+        self.calls.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
+        repeat, changes = self.repeats.unstick, self.calls.changes
         try:
             self.take(reply, answering)
         finally:  # what it did, for a repeat of it to be known
-            self.repeats.remember(said, before, self.ran, self.error)
-        self.count_progress(self.changes > changes or (self.step_ok and not repeat))
+            self.repeats.remember(said, before, self.calls.ran, self.error)
+        self.count_progress(self.calls.changes > changes or (self.step_ok and not repeat))
 
     def count_progress(self, progressed: bool) -> None:
         """End the run (blocked) after steps in a row that changed nothing and ran nothing new
@@ -337,7 +334,7 @@ class AgentRun:
         """The workspace's files as the last checkpoint saw them (its tree), or, without
         checkpoints, how many calls of this run changed them: a model that writes A, then B,
         then A again into hello.py, running it each time, finds it as it was (a loop)."""
-        return self.checkpoints.tree or f"changes: {self.changes}"
+        return self.checkpoints.tree or f"changes: {self.calls.changes}"
 
     def take(self, reply, answering: bool) -> None:
         """Act on the model's reply: run its calls, or decide what its answer means."""
@@ -415,6 +412,13 @@ class AgentRun:
         models), not when it ran commands whose output it has not seen (it "finishes" with a
         command that printed an error, or an answer it never read)."""
         return not self.text_calls or all(c["name"] != "shell" for c in calls)
+
+    def next_step(self, name: str, arguments, result: dict, ran_changes: bool) -> None:
+        """For a model calling tools as text (a small one), what a call's result says to do
+        next (lmagent.loop.checks)."""
+        if self.text_calls:
+            state = (self.finishing.verifier, self.checks, self.rules)
+            next_for_small_model(name, arguments, result, ran_changes, *state)
 
     def show_named_files(self, task: str) -> None:
         """Before the first reply to a new task: the files and folders it names, as they are
@@ -530,10 +534,10 @@ class AgentRun:
                 self.last_calls_ok = False
                 results.append({"success": False, "error": call["refused"]})
                 continue
-            result = self.run_call(call)
+            result = self.calls.run(call)
             self.step_ok = self.step_ok or bool(result.get("success"))
             self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
-            self.error = self.error or _error_of(result)
+            self.error = self.error or error_of(result)
             if result.get("success"):
                 self.finishing.call_succeeded()
             if result.get("final") and result.get("success"):
@@ -546,97 +550,10 @@ class AgentRun:
             raise Interrupted(self.stop.reason or "stopped")
         if self.gate.blocked:
             raise Blocked(self.gate.blocked)
-        if self.loop_message:
-            raise Blocked(self.loop_message)
+        if self.calls.loop_message:
+            raise Blocked(self.calls.loop_message)
         if self.final_result:
             raise Completed(self.final_result.get("summary", ""), result=self.final_result)
-
-    def run_call(self, call: dict) -> dict:
-        name, raw, merged = call["name"], call["arguments"], ""
-        self.ran.append({"name": name, "arguments": raw})
-        if call.get("block") and name == "write":
-            raw, merged = merged_block(raw, self.look)
-        self.emit("tool_call", id=call["id"], name=name, arguments=raw)
-        checkpointed = isinstance(name, str) and needs_checkpoint(
-            name, self.toolset.changes_things(name)
-        )
-        before = self.checkpoints.before(name) if checkpointed else None
-        result = self.execute(name, raw)
-        change = self.checkpoints.after(before, name, call["id"])  # checkpoint, changed, diff
-        if merged and result.get("success"):
-            result["note"] = merged
-        unchanged = "checkpoint" in change and not change.get("changed")
-        if name == "write" and result.get("success") and unchanged:
-            result["unchanged"] = UNCHANGED  # the 1.5B model wrote a file again as it was
-        if name == "shell" and change.get("changed"):  # what a silent command did
-            result["files_changed"] = change["changed"][:FILES_SHOWN]
-        arguments = _try_json(raw)
-        self.changes += self.changed_files(name, result, change)
-        ran_changes = self.checks.record(name, arguments, result, change)
-        if self.text_calls:
-            state = (self.finishing.verifier, self.checks, self.rules)
-            next_for_small_model(name, arguments, result, ran_changes, *state)
-        self.outcome.record(name, arguments, result, change)
-        self.check_loop(name, raw, result, change)
-        self.emit(
-            "tool_result",
-            id=call["id"],
-            name=name,
-            result=result,
-            success=bool(result.get("success")),
-            **change,
-        )
-        return result
-
-    def execute(self, name: str, raw) -> dict:
-        """Check the arguments, ask permission when the mode needs it, then run the tool."""
-        tool = self.toolset.tools.get(name) if isinstance(name, str) else None
-        if tool is None:
-            return self.toolset.execute(self.ctx, name, raw)  # refused, with the list offered
-        try:
-            arguments = bind_arguments(tool, raw)
-        except ArgumentError as exc:
-            result = {"success": False, "error": f"bad arguments: {exc}"}
-            if isinstance(raw, str):
-                result["arguments_received"] = raw[:300]
-            return result
-        if self.gate.needs_asking(tool.changes_things):
-            self.say(f"waiting for permission: {name}")
-        allowed, note = self.gate.request(name, arguments, tool.changes_things)
-        if not allowed:
-            return {"success": False, "error": note}
-        if note:
-            self.say(note)
-        if tool.changes_things:
-            self.session.sync()  # the call that causes a change is on disk before the change
-        with Ticker(self.emit, "tool", first=TOOL_FIRST, name=name):
-            return self.toolset.execute(self.ctx, name, raw)
-
-    def changed_files(self, name: str, result: dict, change: dict) -> bool:
-        """Whether a call changed files: by its checkpoint; without one, a changing tool that
-        succeeded."""
-        if "checkpoint" in change:
-            return bool(change.get("changed"))
-        return bool(result.get("success")) and self.toolset.changes_things(name)
-
-    def check_loop(self, name: str, raw, result: dict, change: dict) -> None:
-        """Count the call; warn, note or stop on repeats. Only a call that changed files (by
-        its checkpoint; without one, a changing tool that succeeded) starts the count anew:
-        re-writing the same file and re-running a program is a loop, not progress."""
-        count = self.loops.record(name, _try_json(raw), self.changed_files(name, result, change))
-        if count >= self.loops.stop_at:
-            self.loop_message = (
-                f"stuck in a loop: {name} was called {count} times with the same arguments"
-            )
-        elif count >= self.loops.warn_at:
-            result["warning"] = (
-                f"you have made this exact {name} call {count} times; its result will not "
-                "change. Do something different or finish."
-            )
-        elif count > 1 and not _error_of(result):  # a small model repeats a step that worked
-            result["note"] = REPEATED_SUCCESS
-        elif count > 1:  # ... and one that failed, unchanged, hoping for another result
-            result["note"] = REPEATED_FAILURE
 
     # ------------------------------------------------------------------ endings
 
@@ -685,24 +602,6 @@ def _known(rules: frozenset[str]) -> frozenset[str]:
     if unknown:
         raise ValueError(f"unknown small-model rules: {', '.join(sorted(unknown))}")
     return frozenset(rules)
-
-
-def _try_json(raw) -> object:
-    try:
-        return parse_arguments(raw)
-    except ArgumentError:
-        return raw
-
-
-def _error_of(result: dict) -> str:
-    """A failed result's error, with the last line of the output when the error says only
-    how the command exited ("command exited with code 1: cat: x: No such file or
-    directory"); for a write whose check failed, that failure; blank for a success."""
-    if result.get("success"):
-        return failed_check(result)
-    error = str(result.get("error") or "it failed")
-    last = last_output_line(result)
-    return f"{error}: {last}" if "exited with code" in error and last else error
 
 
 def _is_empty(reply) -> bool:
