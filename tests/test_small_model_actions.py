@@ -1079,6 +1079,16 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
     assert "F [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
 
 
+def test_a_programs_own_rules_are_shown_as_it_printed_them(workspace):
+    """Only pytest's padded rules are narrowed: a program's line of dashes is its output."""
+    program = "report.py\n```python\nprint('-' * 40)\nprint('total: 3')\nraise SystemExit(1)\n```"
+    steps = [text(program), *[text("It prints them.\nTASK_COMPLETE")] * 3]
+    _, requests, _ = embedded_run(workspace, steps, task="Create report.py printing a rule")
+    shown = [str(r["messages"][-1]["content"]) for r in requests]
+    checked = [m for m in shown if "python3 report.py\n(exit code 1)" in m]
+    assert checked and "-" * 40 + "\ntotal: 3" in checked[0], shown
+
+
 def test_the_check_after_a_write_counts_every_test(workspace):
     """With -x the check said "1 failed" after a fix that made 3 of 10 tests pass where none
     had: every test runs, so the counts show the progress."""

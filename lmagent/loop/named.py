@@ -148,7 +148,7 @@ def outline_of(content: str) -> str:
         if _is_test(node):
             parts.append("\n" + "".join(_source(lines, node)))
             break
-        methods = [m for m in getattr(node, "body", []) if isinstance(node, ast.ClassDef)]
+        methods = node.body if isinstance(node, ast.ClassDef) else []
         test = next((m for m in methods if _is_test(m)), None)
         if test is not None:
             helpers = [m for m in methods if _calls_on_self(test, getattr(m, "name", ""))]

@@ -32,9 +32,8 @@ CHECK_ENV = "PYTHONDONTWRITEBYTECODE=1 COLUMNS=160 "
 # short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
 # dict literals came before the TypeError that mattered, and the end of the output was shown)
 SHORT_TRACEBACKS = "--tb=short"
-RULE_LINE = re.compile(
-    r"^([=_-])\1{2,}(?: (.*?) \1{3,})?$", re.M
-)  # pytest's, as wide as the terminal
+# pytest's section rules and progress line, padded to the terminal's width
+RULE_LINE = re.compile(r"^([=_-])\1{2,}(?: (.*?) \1{3,})?$", re.M)
 PROGRESS_PADDING = re.compile(r" {2,}(\[ *\d+%\])$", re.M)
 PYTEST_RUN = re.compile(r"^(?:\w+=\S* )*(?:python3? -m pytest|pytest)(?: |$)")
 # every test, not -x: "1 failed" after a fix hid that 3 of 10 passed where none had before
@@ -94,7 +93,9 @@ class Check:
     def shown(self) -> str:
         """The command, how it ended and its output (rules narrowed, the middle cut out), for
         the model."""
-        output = unpadded(str(self.result.get("output") or "").strip())
+        output = str(self.result.get("output") or "").strip()
+        if PYTEST_RUN.match(self.command):  # a program's own dashes are its output
+            output = unpadded(output)
         output = cut_middle(output, SHOWN_CHARS, "\n[… {} characters cut …]\n")
         code = self.result.get("exit_code")
         ended = "timed out" if code is None else f"exit code {code}"
