@@ -10,6 +10,8 @@ of the folder per task, at most STEPS steps and TIMEOUT seconds. Every request g
 evaluated and reused, tokens generated, wall time.
 
 Agents: `lmagent` (this checkout, set up as `--embedded` sets up the default model),
+`lmagent-oneshot` and `lmagent-oneshot-before` (`--embedded` itself, a new server per task: the
+saved prompt kept from task to task with n-gram speculation, or neither, as before issue 35),
 `lmagent-base` (another checkout, e.g. `git worktree add /tmp/small-base 0e4416d`, with its
 defaults), `mini-text` and `mini-tool` (mini-swe-agent with its text-based and its tool-call
 config), `aider`. Each peer is installed with pip in its own venv under --venvs (made on first
@@ -551,6 +553,34 @@ def lmagent(name: str, root: Path, embedded: bool, steps: int = STEPS) -> Agent:
     return Agent(name, command, source=root)
 
 
+def lmagent_oneshot(name: str, cache: Path | None, speculation: str) -> Agent:
+    """`agent_main.py --embedded` as a user runs it: each task starts its own server. The
+    model's cache folder (XDG_CACHE_HOME) is `cache`, where the saved prompt is kept from task
+    to task, or with `cache` None one of the task's own (nothing saved from an earlier run, as
+    before issue 35); either holds a link to the bundled model, so nothing is fetched."""
+    from lmagent.llm.embedded import DEFAULT_MODEL, resolve_model
+
+    def command(task: Task, folder: Path, url: str) -> tuple[list[str], dict]:
+        home = cache or folder.parent / "cache"
+        models = home / "lmagent" / "models"
+        if not (models / DEFAULT_MODEL.file).exists():
+            models.mkdir(parents=True, exist_ok=True)
+            (models / DEFAULT_MODEL.file).symlink_to(resolve_model())
+        argv = [sys.executable, str(ROOT / "agent_main.py"), "--embedded", "--permission", "auto"]
+        argv += ["--no-mcp", "--workspace", str(folder), task.prompt]
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "XDG_CACHE_HOME": str(home),
+            "EMBEDDED_MODEL": "",
+            "EMBEDDED_SPECULATION": speculation,
+            "MAX_ITERATIONS": str(STEPS),
+        }
+        return argv, env
+
+    return Agent(name, command, source=ROOT)
+
+
 def pip_venv(venvs: Path, name: str, package: str) -> Callable[[], None]:
     def install() -> None:
         if (venvs / name / "bin" / "python").exists() and (venvs / name / ".installed").exists():
@@ -602,6 +632,8 @@ def agents(venvs: Path, base: Path | None) -> dict[str, Agent]:
         "mini-text": mini("mini-text", venvs, text_mode=True),
         "mini-tool": mini("mini-tool", venvs, text_mode=False),
         "aider": aider(venvs),
+        "lmagent-oneshot": lmagent_oneshot("lmagent-oneshot", venvs / "cache", "ngram-simple"),
+        "lmagent-oneshot-before": lmagent_oneshot("lmagent-oneshot-before", None, "none"),
     }
     if base is not None:
         found["lmagent-base"] = lmagent("lmagent-base", base, embedded=False)
