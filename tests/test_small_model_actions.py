@@ -632,14 +632,14 @@ def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
     ]
     result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
     assert result.status == "completed"
-    assert "run what you changed to check it: `python3 hello.py`" in last_message(requests[2])
-    assert "run what you changed" not in last_message(requests[4])
+    assert "$ python3 hello.py\nHello\n" in last_message(requests[2])  # the harness ran it
+    assert "Before finishing" not in last_message(requests[4])
 
 
 @pytest.mark.parametrize(
     ("change", "look", "asked"),
     [  # showing a changed program is not running it; a data file written silently is shown
-        ("echo 'print(1)' > hello.py\ncat hello.py", "python3 hello.py", "`python3 hello.py`"),
+        ("echo 'print(1)' > hello.py\ncat hello.py", "python3 hello.py", "$ python3 hello.py\n1"),
         ("echo 8421 > answer.txt", "cat answer.txt", "check your work"),
     ],
 )
@@ -1822,5 +1822,30 @@ def test_a_changed_program_that_runs_cleanly_and_prints_nothing_counts_as_run(wo
         text("Done.\nTASK_COMPLETE"),
     ]
     result, requests, _ = embedded_run(workspace, steps, task="Implement is_even in utils.py")
-    assert '"next": "it ran without an error' in last_message(requests[2])
+    assert '"next": "it ran without an error and printed nothing' in last_message(requests[2])
     assert result.status == "completed" and len(requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("command", "printed"),
+    [
+        ("sed -i 's/Hi//' hello.py", "(it printed nothing)"),
+        ("cp hello.py copy.py", "Hi"),
+        ("chmod +x hello.py", "Hi"),
+    ],
+)
+def test_a_command_that_only_names_a_changed_program_has_not_run_it(workspace, command, printed):
+    """After `sed -i` emptied hello.py, "it ran without an error" ended a small model's run.
+    At the finish, the harness's own clean run of it is shown, not asked for."""
+    steps = [
+        text("hello.py\n```python\nprint('Hi')\n```"),
+        text(f"```bash\n{command}\n```"),
+        text("TASK_COMPLETE"),
+        text("It prints what was asked.\nTASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Create hello.py that prints Hi")
+    assert "it ran without an error" not in last_message(requests[2])
+    nudge = last_message(requests[3])
+    assert nudge.startswith("Before finishing, compare what you changed with the task")
+    assert f"```\n$ python3 hello.py\n{printed}\n```" in nudge
+    assert result.status == "completed" and len(requests) == 4

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import functools
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from lmagent.loop.verify import Verifier
+from lmagent.loop.verify import Check, Verifier
 
 NUDGE_CHECK = (
     "Before finishing, check your work: files changed since you last looked at a result. Show "
@@ -18,6 +19,9 @@ NUDGE_CHECK = (
     "reply TASK_COMPLETE, or fix what is wrong."
 )
 RUNNERS = {".py": "python3", ".sh": "sh", ".js": "node"}  # how a changed program is run
+COMMANDS = re.compile(r"\n|;|&&|\|\||\|")  # where one simple command ends
+PREFIX = re.compile(r"^(?:\w+=\S*\s+|(?:timeout\s+\S+|time|nice|env|exec)\s+)*")
+RUNNER = re.compile(r"(?:\S*/)?(?:python[\d.]*|sh|bash|node|pytest|uv\s+run)\s")
 LOOKS = re.compile(r"^\s*(?:cat|head|tail|less|more|ls|grep|wc|file|stat|nl)\b")
 
 
@@ -29,6 +33,22 @@ def check_nudge(programs: list[str]) -> str:
     return (
         f"Before finishing, run what you changed to check it: {runs}, or its tests. Compare "
         "the output with the task, then reply TASK_COMPLETE, or fix what is wrong."
+    )
+
+
+def ran_nudge(runs: dict[str, Check]) -> str:
+    """What a model finishing with changed programs is told when the harness's check ran
+    them cleanly (`runs`, by path): their output, to compare with the task (asked to run them
+    itself, a small model spent a step to see the same)."""
+    shown = "\n\n".join(
+        f"```\n$ {RUNNERS['.py']} {shlex.quote(path)}\n"
+        f"{str(check.result.get('output') or '').strip() or '(it printed nothing)'}\n```"
+        for path, check in runs.items()
+    )
+    return (
+        f"Before finishing, compare what you changed with the task: it ran without an error."
+        f"\n\n{shown}\n\nIf that is what the task asks for, reply TASK_COMPLETE; otherwise "
+        "fix what is wrong."
     )
 
 
@@ -54,6 +74,10 @@ RAN_NEXT = (
     "it ran without an error; if its output is what the task asks for, reply TASK_COMPLETE, "
     "otherwise fix what is wrong"
 )
+RAN_SILENT_NEXT = (
+    "it ran without an error and printed nothing; if that is what the task asks for, reply "
+    "TASK_COMPLETE, otherwise fix what is wrong"
+)
 
 
 def name_next_step(
@@ -69,7 +93,7 @@ def name_next_step(
     if name == "write" and result.get("success"):
         result["next"] = next_step(str(path), check_for(str(path)))
     elif ran:
-        result["next"] = RAN_NEXT
+        result["next"] = RAN_NEXT if str(result.get("output") or "").strip() else RAN_SILENT_NEXT
     elif committed:
         result["next"] = COMMITTED_NEXT
 
@@ -154,10 +178,26 @@ def only_looks(command: str) -> bool:
 
 
 def run_by(command: str, programs: set[str]) -> set[str]:
-    """The programs a command names on a line that neither only looks at files nor writes
-    to one: those it ran."""
-    lines = [line for line in command.splitlines() if not LOOKS.match(line) and ">" not in line]
-    return {path for path in programs if any(Path(path).name in line for line in lines)}
+    """The programs a command runs: named in a simple command (split at ;, &&, || and |) that
+    starts with a runner (`python3 hello.py`, `timeout 20 sh
+    x.sh`, `python3 -c "import utils"`) or with the program itself (`./run.sh`). A command that
+    only names it (`sed -i s/a/b/ hello.py`, `cp`, `cat`) runs nothing: told "it ran without an
+    error" after a sed that emptied hello.py, a small model ended the run."""
+    simple = [PREFIX.sub("", part.strip()) for part in COMMANDS.split(command)]
+    return {path for path in programs if any(runs(part, Path(path)) for part in simple)}
+
+
+def runs(command: str, path: Path) -> bool:
+    """Whether one simple command runs `path`: a runner naming it, or the program itself."""
+    if RUNNER.match(command):
+        return mentions(command, path)
+    return bool(command) and command.split()[0].endswith(path.name)
+
+
+def mentions(command: str, path: Path) -> bool:
+    """Whether `command` names `path`, or imports it as a module (a .py file's stem)."""
+    module = path.suffix == ".py" and re.search(rf"\b{re.escape(path.stem)}\b", command)
+    return path.name in command or bool(module)
 
 
 class WorkChecks:
@@ -194,9 +234,12 @@ class WorkChecks:
         self.unrun -= named  # `python3 utils.py`, printing nothing; `echo ... > a.py` and
         return bool(ran and (named or tested))  # `python3 a.py` in one command
 
-    def before_finishing(self) -> str:
-        """The nudge for a model finishing now, once per run; blank when none is due."""
+    def before_finishing(self, ran: dict[str, Check]) -> str:
+        """The nudge for a model finishing now, once per run; blank when none is due. `ran`:
+        the programs the finish's check has just run cleanly, by path."""
         if self.asked or not (self.unchecked or self.unrun):
             return ""
         self.asked = True
+        if self.unrun and self.unrun <= ran.keys():
+            return ran_nudge({path: ran[path] for path in sorted(self.unrun)})
         return check_nudge(sorted(self.unrun))

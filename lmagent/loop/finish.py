@@ -201,7 +201,8 @@ class Finish:
         their tests or the task's commands and they passed."""
         if "unchecked" not in self.rules:
             return False
-        nudge = done.text_calls and not self.verifier.confirmed and self.checks.before_finishing()
+        unconfirmed = done.text_calls and not self.verifier.confirmed
+        nudge = unconfirmed and self.checks.before_finishing(self.verifier.programs_ran)
         if nudge:
             self.nudges.nudge(nudge, "asking the model to check its changes first")
         return bool(nudge)

@@ -160,6 +160,7 @@ class Verifier:
         self.refused = 0
         self.confirmed = False  # the last finish's tests or task commands ran and passed
         self.failed_after_write = False  # the check run after the last write or edit failed
+        self.programs_ran: dict[str, Check] = {}  # the last finish's clean runs, by program
 
     def before_start(self) -> str:
         """The task's commands run now, as a message for the model; blank when none ran. A
@@ -181,6 +182,11 @@ class Verifier:
             commands = self.scripts()
             checks = [check for check in map(self.run, commands) if check is not None]
         failed = next((check for check in checks if check.failed), None)
+        self.programs_ran = {
+            shlex.split(check.command)[-1]: check
+            for check in checks
+            if check.command.startswith(RUN_PROGRAM) and not check.failed and not check.cut_short
+        }
         programs = (RUN_PROGRAM, COMPILE)
         self.confirmed = failed is None and any(not c.startswith(programs) for c in commands)
         return failed
