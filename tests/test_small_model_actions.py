@@ -554,7 +554,7 @@ def test_a_failed_reply_repeated_after_every_resample_is_not_run_and_the_error_s
     _, requests, events = embedded_run(workspace, steps)
     assert len([e for e in events if e["type"] == "tool_call"]) == 1
     assert last_message(requests[4]) == (
-        "Not run: cat missing.txt would fail the same way, as nothing has changed. command "
+        "Not run: cat missing.txt would fail the same way, as nothing has changed. Command "
         "exited with code 1: cat: missing.txt: No such file or directory. Change what the "
         "error points at first, or do something else."
     )

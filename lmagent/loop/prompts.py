@@ -126,7 +126,10 @@ def not_run_again(call: str, command: str, error: str) -> str:
             "check's output above shows what is wrong: make a different change."
         )
     what = command if command and "\n" not in command else "it"
-    told = f"Not run: {what} would fail the same way, as nothing has changed. {error.rstrip('.')}."
+    error = error.rstrip(".")
+    if re.match(r"[a-z]+(?![\w./])", error):  # a sentence of its own; "missing.py" stays
+        error = error[:1].upper() + error[1:]
+    told = f"Not run: {what} would fail the same way, as nothing has changed. {error}."
     if "exited with code" in error:
         told += " Change what the error points at first, or do something else."
     return told
