@@ -1849,3 +1849,31 @@ def test_a_command_that_only_names_a_changed_program_has_not_run_it(workspace, c
     assert nudge.startswith("Before finishing, compare what you changed with the task")
     assert f"```\n$ python3 hello.py\n{printed}\n```" in nudge
     assert result.status == "completed" and len(requests) == 4
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            "```\necho \"print('Hello, world!')\" > hello.py\n```",
+            [("shell", {"command": "echo \"print('Hello, world!')\" > hello.py"})],
+        ),
+        (
+            "Run it:\n```\n$ python3 app.py --name Ann\n```",
+            [("shell", {"command": "python3 app.py --name Ann"})],
+        ),
+        ("```\n8421\n```", []),  # an answer shown, not a command
+        ("```\n$ python3 hello.py\nHello\n```", []),  # a run with its output, made up
+        ("```\nprint('x')\n```", []),  # Python shown
+        (
+            "answer.txt\n```\necho hi\n```",
+            [("write", {"path": "answer.txt", "content": "echo hi\n"})],
+        ),
+    ],
+)
+def test_a_block_without_a_language_holding_only_commands_runs(reply, expected):
+    """The 1.5B model wrote `echo ... > hello.py` in a block without a language twice, and
+    was told only that its finish failed: the block had been taken for text."""
+    known = {"write": ["path", "content"], "shell": ["command"]}
+    calls = extract_text_calls(reply, known, True)
+    assert [(c["name"], c["arguments"]) for c in calls] == expected

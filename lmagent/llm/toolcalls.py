@@ -225,6 +225,12 @@ def _calls_in_prose(text: str, known: set[str]) -> list[dict]:
 # --------------------------------------------------------------------------- fenced blocks
 
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "zsh", "console", "terminal"})
+# what each line of a block without a language may start with, for it to be run
+COMMAND_WORDS = frozenset({"awk", "bash", "cat", "cd", "chmod", "cp", "curl", "cut", "diff"})
+COMMAND_WORDS |= {"echo", "find", "git", "grep", "head", "ls", "make", "mkdir", "mv", "node"}
+COMMAND_WORDS |= {"npm", "pip", "pip3", "printf", "pytest", "python", "python3", "rm", "sed"}
+COMMAND_WORDS |= {"sh", "sort", "tail", "touch", "tr", "uniq", "wc"}
+_FIRST_WORD = re.compile(r"^\s*(?:\$\s+)?(?:\w+=\S*\s+)*([\w.+-]+)(?:\s|$)")
 _BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w.+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
 LANGUAGE_SUFFIXES = {  # a fenced block's language -> the file names it can be
     "python": (".py",),
@@ -568,11 +574,25 @@ def first_command_end(text: str) -> int | None:
 
 
 def _fenced_blocks(text: str) -> Iterator[tuple[int, str, str, str]]:
-    """(end, language, path it names or "", content) of each closed fenced block."""
+    """(end, language, path it names or "", content) of each closed fenced block; a block
+    without a language or a path holding only commands is a shell block (the 1.5B model
+    wrote `echo "print('Hello, world!')" > hello.py` in one, twice, and was only told its
+    finish failed: the block had been taken for text)."""
     for match in _BLOCK.finditer(text):
         language, body = match.group(1).lower(), match.group(2)
         path, body = _named_path(text[: match.start()], body, language)
+        if not language and not path and _only_commands(body):
+            language = "bash"
         yield match.end(), language, path, body
+
+
+def _only_commands(body: str) -> bool:
+    """Every line that is no comment starts with a common command (after a "$ " prompt or
+    variables set for it), and the block is not Python."""
+    lines = [line for line in body.splitlines() if _is_command(line)]
+    firsts = [_FIRST_WORD.match(line) for line in lines]
+    known = [first and first.group(1) in COMMAND_WORDS for first in firsts]
+    return bool(lines) and all(known) and not is_python(body)
 
 
 def _named_path(before: str, body: str, language: str) -> tuple[str, str]:
