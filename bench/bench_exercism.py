@@ -53,7 +53,11 @@ EXERCISES = ROOT / "bench" / "exercism"
 MANIFEST = EXERCISES / "manifest.json"
 RUNS = ROOT / "bench" / "exercism_runs.jsonl"
 EVERY = 4  # a sample: every 4th active practice exercise in sorted order
-STARTS = {0: "the first", 2: "the third (held out)"}  # where each sample starts
+STARTS = {
+    0: "the first",
+    1: "the second (held out)",
+    2: "the third (held out)",
+}  # where each sample starts
 STEPS = bench_tasks.STEPS
 TIMEOUT = 600.0  # seconds per exercise and agent
 DOCS = ("introduction.md", "instructions.md", "instructions.append.md")  # aider's order

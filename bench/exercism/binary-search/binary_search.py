@@ -1,0 +1,2 @@
+def find(search_list, value):
+    pass

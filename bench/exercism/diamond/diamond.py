@@ -1,0 +1,2 @@
+def rows(letter):
+    pass

@@ -1,0 +1,3 @@
+class HighScores:
+    def __init__(self, scores):
+        pass

@@ -1,0 +1,2 @@
+def triplets_with_sum(number):
+    pass

@@ -1,0 +1,2 @@
+def spiral_matrix(size):
+    pass
