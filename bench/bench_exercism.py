@@ -2,9 +2,10 @@
 uses, solved by a small local model: LMAgent side by side with aider on one llama.cpp server.
 
 Fixed samples (every EVERY-th active practice exercise in sorted order, from the first, and
-a held-out one from the third, named with the snapshot's commit in bench/exercism/manifest.json)
-are kept under bench/exercism/, so runs need no network. The held-out sample is for measuring
-on exercises nobody tuned the agent on: its transcripts are not read before it is run.
+held-out ones from the third and the second, named with the snapshot's commit in
+bench/exercism/manifest.json) are kept under bench/exercism/, so runs need no network. The
+held-out samples are for measuring on exercises nobody tuned the agent on: their transcripts
+are not read before they are run.
 
 Per exercise and agent: a fresh folder with the stub and the tests, the instructions in
 the task message as aider's benchmark gives them, at most STEPS steps and --timeout seconds;
