@@ -12,6 +12,7 @@ import os
 import pytest
 
 from lmagent.checkpoints.steps import Checkpoints
+from lmagent.llm.client import SAME_START
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.merge import examples_apart, merge_python
 from lmagent.loop.named import named_paths, resembled_file
@@ -845,6 +846,24 @@ def test_a_failed_call_repeated_unchanged_is_not_run_again(workspace):
         "Not run: python3 missing.py would fail the same way, as nothing has changed. "
         f"missing.py does not exist in the workspace ({workspace})."
     )
+
+
+def test_a_sample_that_begins_as_the_repeat_did_is_stopped_early_and_not_asked_again(workspace):
+    """At temperature 1.0 the 1.5B model wrote the same 300-500-token reply again in 8 of 15
+    samples; one that begins the same for SAME_START characters is not read to its end."""
+    said = "I will look at the file the task names, to see what it holds. " * 5
+    again = text(f"{said}\n```bash\npython3 missing.py\n```", chunk_size=8)
+    steps = [again, again, again, text("Gone.\nTASK_COMPLETE")]
+    _, requests, events = embedded_run(workspace, steps)
+    assert [r["temperature"] for r in requests] == [0.0, 0.0, *[UNSTICK_TEMPERATURE] * 2]
+    steps_streamed = "".join(
+        "\f" if e["type"] == "iteration" else e.get("text", "")
+        for e in events
+        if e["type"] in ("iteration", "token")
+    ).split("\f")
+    sample = steps_streamed[3]  # the third request: the sample, stopped early
+    assert SAME_START <= len(sample) < len(said)
+    assert last_message(requests[3]).startswith("Not run: python3 missing.py would fail")
 
 
 def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):

@@ -83,17 +83,18 @@ class Conversation:
 
     # ------------------------------------------------------------------ a reply
 
-    def query(self, tools: bool, temperature: float | None) -> Reply:
-        """One reply; a context overflow compacts the conversation and retries exactly once."""
+    def query(self, tools: bool, temperature: float | None, unlike: str = "") -> Reply:
+        """One reply (stopped early if it begins as `unlike` does: client.chat); a context
+        overflow compacts the conversation and retries exactly once."""
         try:
-            return self.ask(tools, temperature)
+            return self.ask(tools, temperature, unlike)
         except ContextOverflow:
             self.emit("status", message="the context is full; compacting and retrying once")
             if not self.compact(force=True):
                 raise
-            return self.ask(tools, temperature)
+            return self.ask(tools, temperature, unlike)
 
-    def ask(self, tools: bool, temperature: float | None) -> Reply:
+    def ask(self, tools: bool, temperature: float | None, unlike: str = "") -> Reply:
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""
@@ -112,6 +113,7 @@ class Conversation:
                     must,
                     temperature=temperature,
                     enough=first_command_end if self.client.tool_form == "text" else None,
+                    unlike=unlike,
                 )
             except (LLMError, LLMStopped):  # interrupted, or failed, mid-reply
                 if shown:

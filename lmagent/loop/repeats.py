@@ -11,7 +11,7 @@ import contextlib
 import json
 from collections.abc import Callable
 
-from lmagent.llm.client import Reply
+from lmagent.llm.client import BEGAN_THE_SAME, Reply
 from lmagent.llm.toolcalls import FormatError
 from lmagent.loop.history import RESULT_TAG
 from lmagent.loop.policy import Nudges
@@ -54,7 +54,7 @@ class Repeats:
         """The rules apply: a model calling tools as text, sampled cold."""
         return self.text_calls() and self.samples_cold
 
-    def resampled(self, reply: Reply, again: Callable[[float], Reply]) -> Reply:
+    def resampled(self, reply: Reply, again: Callable[[float, str], Reply]) -> Reply:
         """A small model's action that repeats an earlier reply with no file changed since,
         asked for again (`again`) at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is
         taken. A repeat that enters the history is copied again by the model, however it is
@@ -68,16 +68,19 @@ class Repeats:
         (at 1.0 a 1.5B model wrote "results" and BLOCKED in one of ten samples) and is not
         taken; when no sample does something new, the reply runs as it was. A sample that is
         the reply word for word is not asked for again: the model is sure of it (a 1.5B model
-        gave one 182-token reply three times, a quarter of its tokens in some runs)."""
+        gave one 182-token reply three times, a quarter of its tokens in some runs); nor is one
+        that began as the reply did, stopped early (client.SAME_START: at 1.0 the 1.5B model
+        wrote the same reply again in 8 of 15 samples)."""
         if "resample" not in self.rules or not (self.small() and self.repeats(reply)):
             return reply
         for _ in range(RESAMPLES):
             self.nudges.status("the reply repeats an earlier one; asking again")
-            sample = again(UNSTICK_TEMPERATURE)
+            sample = again(UNSTICK_TEMPERATURE, reply.content)
+            same = sample.finish_reason == BEGAN_THE_SAME or _said(sample) == _said(reply)
+            if same:  # word for word: the model is sure of it
+                break
             if not (self.repeats(sample) or RESULT_TAG in sample.content):
                 return sample
-            if _said(sample) == _said(reply):  # word for word: the model is sure of it
-                break
         self.nudges.status("no new reply; taking the repeated one")
         return reply
 

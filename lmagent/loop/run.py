@@ -465,11 +465,12 @@ class AgentRun:
         """One reply, at `temperature` or at the one the repeats rules choose."""
         return self.conversation.query(tools, temperature or self.repeats.next_temperature())
 
-    def reply_again(self, temperature: float) -> Reply:
-        """Another reply to the same prompt, sampled at `temperature`: a new step for the
-        front ends, which end the streamed reply that was not taken."""
+    def reply_again(self, temperature: float, unlike: str) -> Reply:
+        """Another reply to the same prompt than `unlike`, sampled at `temperature` (stopped
+        early when it begins the same): a new step for the front ends, which end the
+        streamed reply that was not taken."""
         self.emit("iteration", n=self.iterations, max=self.max_iterations)
-        return self.query(temperature=temperature)
+        return self.conversation.query(True, temperature, unlike)
 
     def parse(self, reply) -> tuple[list[dict], bool]:
         """(calls, native): native tool_calls win; otherwise calls written as text."""
