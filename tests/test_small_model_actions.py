@@ -1054,10 +1054,10 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
     steps += [text("Fixed.\nTASK_COMPLETE")]
     result, requests, events = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
-    refused = last_message(requests[2])
-    assert refused.startswith("Not finished: the check below fails.")
+    checked, refused = last_message(requests[1]), last_message(requests[2])
+    assert "python3 -m pytest" in checked and "assert 1 == 5" in checked  # the write's check
+    assert refused.startswith("Not finished: the check fails as shown above (1 failed in ")
     assert "not finished: the check fails" in [e.get("message") for e in events]
-    assert "python3 -m pytest" in refused and "assert 1 == 5" in refused
     assert result.status == "completed" and len(requests) == 4
 
 
@@ -1143,6 +1143,32 @@ def test_a_write_or_edit_is_followed_by_the_check_its_finish_would_run(workspace
     assert result.status == "completed" and len(requests) == 3
 
 
+def test_a_check_that_ends_as_the_one_shown_before_says_so_and_is_not_shown_again(workspace):
+    """The same pytest run was shown again and again: the model's own run of the tests its
+    write's check had just run, a refused finish; and a change that changed no test's outcome
+    was not told so."""
+    calc_project(workspace)
+    wrong_again = "calc.py\n```python\ndef add(a, b):\n    return a * b\n```"
+    steps = [
+        text(STILL_WRONG + "\n```bash\npython -m pytest -v\n```"),
+        text(wrong_again),
+        text("Fixed.\nTASK_COMPLETE"),
+        text(FIXED),
+        text("Fixed.\nTASK_COMPLETE"),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    first = last_message(requests[1])  # the write's check, then the model's own run
+    assert first.count("E   assert 1 == 5") == 1
+    assert "(the same tests fail as in the check above, its output is there: 1 failed)" in first
+    again = last_message(requests[2])  # another change, the same test failing
+    assert "fails as it did before this change, the same tests" in again
+    assert "assert 6 == 5" in again  # its output is shown: it says how
+    refused = last_message(requests[3])
+    assert refused.startswith("Not finished: the check fails as shown above (1 failed in ")
+    assert "assert" not in refused
+    assert result.status == "completed" and len(requests) == 5
+
+
 def test_a_write_of_what_the_file_already_holds_says_so_and_is_no_finish(workspace):
     """The 1.5B model wrote a file again byte for byte: it was "saved and checked", shown the
     whole failing output again, and its TASK_COMPLETE after it ended the run completed (no
@@ -1156,7 +1182,7 @@ def test_a_write_of_what_the_file_already_holds_says_so_and_is_no_finish(workspa
     output = told.split("output:\n", 1)[1]  # the command and the check's last line only
     assert output.startswith("$ python3 -m pytest") and output.count("\n") == 1
     assert "1 failed in" in output
-    assert last_message(requests[2]).startswith("Not finished: the check below fails.")
+    assert last_message(requests[2]).startswith("Not finished: the check fails as shown above")
     assert result.status == "completed" and len(requests) == 4
 
 
@@ -1223,7 +1249,7 @@ def test_a_finish_with_a_block_that_was_not_saved_says_so(workspace):
     result, requests, _ = embedded_run(workspace, steps, task="Make the tests pass.")
     refused = last_message(requests[2])
     assert refused.startswith("Nothing was saved: the code in your reply was only shown (to save")
-    assert "Not finished: the check below fails." in refused
+    assert "Not finished: the check fails as shown above (1 failed in" in refused
     assert result.status == "completed" and len(requests) == 4
 
 
@@ -1307,7 +1333,8 @@ def test_a_test_file_with_asserts_at_the_top_level_is_run_as_a_script(workspace)
     steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
     steps += [text("Fixed.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
-    assert last_message(requests[2]).startswith("Not finished: the check below fails.")
+    assert "AssertionError: add(2, 3) should be 5" in last_message(requests[1])  # as a script
+    assert last_message(requests[2]).startswith("Not finished: the check fails as shown above")
     assert result.status == "completed" and len(requests) == 4  # the script passed: accepted
 
 
@@ -1409,7 +1436,7 @@ def test_a_wait_after_an_untested_change_gets_the_finish_check(workspace):
         text("TASK_COMPLETE"),
     ]
     result, requests, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
-    assert "Not finished: the check below fails" in last_message(requests[3])
+    assert "Not finished: the check fails as shown above" in last_message(requests[3])
     assert result.status == "completed" and len(requests) == 5
 
 

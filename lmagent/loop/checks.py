@@ -102,6 +102,11 @@ CHECKED_PASSES = (
     "saved and checked: the check below passes; if that was all the task asks, reply TASK_COMPLETE"
 )
 CHECKED_FAILS = "saved and checked: the check below fails; fix what it shows"
+FAILS_AS_BEFORE = (
+    "saved and checked: the check below fails as it did before this change, the same tests; "
+    "fix what it shows"
+)
+SHOWN_ABOVE = "(the same tests fail as in the check above, its output is there: {})"
 UNCHANGED = "nothing changed: the file already held exactly this"
 
 
@@ -111,7 +116,7 @@ def failed_check(result: dict) -> str:
     otherwise. The write worked, but the step did not: the same write again, nothing changed
     since, would fail the same way (the 1.5B model wrote the same wrong proverb.py four times,
     told each time after the second "this exact call already succeeded before")."""
-    if result.get("next") != CHECKED_FAILS:
+    if result.get("next") not in (CHECKED_FAILS, FAILS_AS_BEFORE):
         return ""
     last = last_output_line(result)
     return f"its check fails: {last}" if last else "its check fails"
@@ -144,7 +149,8 @@ def check_after_change(
     if check is None:
         return False
     checks.record("shell", {"command": check.command}, check.result, {})
-    result["next"] = CHECKED_FAILS if check.failed else CHECKED_PASSES
+    failed = FAILS_AS_BEFORE if verifier.shows_again(check) else CHECKED_FAILS
+    result["next"] = failed if check.failed else CHECKED_PASSES
     result["output"] = check.shown()
     if result.get("unchanged"):  # its output is the one above: its last line is enough
         result["output"] = f"$ {check.command}\n{check.last_line()}"
@@ -163,12 +169,28 @@ def next_for_small_model(
     """On a call's result, for a small model: after a write or an edit, the check its finish
     would run, run (`auto_check`); else the next step named (`next_step`)."""
     check_for = functools.cache(verifier.check_for)  # a glob of the tests: once per call
+    if "auto_check" in rules and name == "shell" and shown_above(arguments, result, verifier):
+        return
     if "auto_check" in rules and check_after_change(
         name, arguments, result, verifier, check_for, checks
     ):
         return  # the result says how the check went: that is the next step
     if "next_step" in rules:
         name_next_step(name, arguments, result, ran, check_for)
+
+
+def shown_above(arguments: object, result: dict, verifier: Verifier) -> bool:
+    """A test run of the model's own that ends as the last check shown did (the same counts,
+    the same tests failing): its output is replaced by a line pointing there (the 1.5B model
+    ran the tests its write's check had just run in 7 of 32 replies, and read both outputs)."""
+    command = arguments.get("command") if isinstance(arguments, dict) else None
+    if not isinstance(command, str) or "exit_code" not in result:
+        return False
+    check = Check(command.strip(), result)
+    if not verifier.shows_again(check):
+        return False
+    result["output"] = SHOWN_ABOVE.format(check.outcome[0] if check.outcome else "")
+    return True
 
 
 def only_looks(command: str) -> bool:

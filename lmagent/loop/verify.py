@@ -26,15 +26,18 @@ CODE_SPAN = re.compile(r"`([^`\n]+)`")
 PROMPT_LINE = re.compile(r"^\s*\$ (.+)$", re.M)
 BARE_RUN = re.compile(r"(?<![\w/.-])(?:python3?|pytest) [\w./-]+\.py\b")  # python3 report.py
 TEST_FILES = ("**/test_*.py", "**/*_test.py")
-# a check leaves no __pycache__ behind, and pytest's lines of failures are not cut at 80
-# columns ("FAILED test_x.py::test_input_base_is_zero - Asse..." hid the error's message)
-CHECK_ENV = "PYTHONDONTWRITEBYTECODE=1 COLUMNS=160 "
+# a check leaves no __pycache__ behind and reads none (the model's own pytest run had cached
+# calc.py; rewritten within the same second at the same size, the check ran the old bytecode),
+# and pytest's lines of failures are not cut at 80 columns ("FAILED
+# test_x.py::test_input_base_is_zero - Asse..." hid the error's message)
+CHECK_ENV = "PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/dev/null COLUMNS=160 "
 # short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
 # dict literals came before the TypeError that mattered, and the end of the output was shown)
 SHORT_TRACEBACKS = "--tb=short"
 # pytest's section rules and progress line, padded to the terminal's width
 RULE_LINE = re.compile(r"^([=_-])\1{2,}(?: (.*?) \1{3,})?$", re.M)
 PROGRESS_PADDING = re.compile(r" {2,}(\[ *\d+%\])$", re.M)
+PYTEST_TIME = re.compile(r" in [\d.]+s\b(?: \([\d:]+\))?")  # "in 0.12s (0:00:00)" of its counts
 PYTEST_RUN = re.compile(r"^(?:\w+=\S* )*(?:python3? -m pytest|pytest)(?: |$)")
 # every test, not -x: "1 failed" after a fix hid that 3 of 10 passed where none had before
 PYTEST = CHECK_ENV + f"python3 -m pytest -q {SHORT_TRACEBACKS} -p no:cacheprovider"
@@ -101,6 +104,17 @@ class Check:
         ended = "timed out" if code is None else f"exit code {code}"
         return f"$ {self.command}\n({ended})\n{output}".rstrip()
 
+    @property
+    def outcome(self) -> tuple[str, frozenset[str]] | None:
+        """A pytest run's outcome: its counts ("4 failed, 17 passed", no time) and the tests it
+        names as failing or erring; None for another command."""
+        if not PYTEST_RUN.match(self.command):
+            return None
+        lines = str(self.result.get("output") or "").strip().splitlines()
+        counts = PYTEST_TIME.sub("", lines[-1]).strip("= ") if lines else ""
+        failing = (line.split(" - ")[0] for line in lines if line.startswith(("FAILED", "ERROR")))
+        return counts, frozenset(failing)
+
     def last_line(self) -> str:
         lines = str(self.result.get("output") or "").strip().splitlines()
         code = self.result.get("exit_code")
@@ -161,6 +175,7 @@ class Verifier:
         self.confirmed = False  # the last finish's tests or task commands ran and passed
         self.failed_after_write = False  # the check run after the last write or edit failed
         self.programs_ran: dict[str, Check] = {}  # the last finish's clean runs, by program
+        self.shown: tuple | None = None  # how the last check the model was shown ended
 
     def before_start(self) -> str:
         """The task's commands run now, as a message for the model; blank when none ran. A
@@ -170,6 +185,7 @@ class Verifier:
         checks = [c for c in map(self.run, self.commands) if c is not None and not c.usage_error]
         if not checks:
             return ""
+        self.shown = checks[-1].outcome
         shown = "\n\n".join(f"```\n{check.shown()}\n```" for check in checks)
         return f"The commands named in the task, run before you start:\n\n{shown}"
 
@@ -221,6 +237,16 @@ class Verifier:
         self.failed_after_write = check.failed
         return check
 
+    def shows_again(self, check: Check) -> bool:
+        """Whether `check` ends as the last check shown did (the same counts, the same tests
+        failing), and becomes the last shown: its output would tell the model nothing new.
+        Each time, up to 3,200 characters of the same pytest run were shown again (the
+        model's own run of the tests just checked, a refused finish), 23,000 in 15 runs."""
+        outcome = check.outcome
+        same = outcome is not None and outcome == self.shown
+        self.shown = outcome
+        return same
+
     def program_check(self, path: str) -> str | None:
         """Running a changed program, or compiling one that reads arguments or input; None
         when it cannot be read (gone, or a link out of the workspace)."""
@@ -248,6 +274,11 @@ class Verifier:
     def refusal(self, check: Check) -> str:
         """What the model is told when its finish is refused for `check`; raises nothing."""
         self.refused += 1
+        if self.shows_again(check):
+            return (
+                f"Not finished: the check fails as shown above ({check.last_line()}). Fix "
+                "what it shows, then reply TASK_COMPLETE."
+            )
         return (
             f"Not finished: the check below fails. Fix what it shows, then reply TASK_COMPLETE."
             f"\n\n```\n{check.shown()}\n```"
