@@ -813,8 +813,11 @@ def test_an_answer_without_any_action_is_questioned_once(workspace):
     steps += [text("answer.txt\n```\n8421\n```"), text("Written.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="write the port to answer.txt")
     assert result.status == "completed"
-    assert "Nothing has been done yet" in last_message(requests[1])
-    assert last_message(requests[1]).endswith("The task: write the port to answer.txt")
+    told = last_message(requests[1])
+    assert told.startswith("Nothing has been done yet: no file was written and no command")
+    assert "tool" not in told  # a model calling tools as text was never shown them as tools
+    assert "path on the line just before its block" in told and "```bash block" in told
+    assert told.endswith("The task: write the port to answer.txt")
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 

@@ -21,6 +21,7 @@ from lmagent.loop.prompts import (
     NUDGE_CODE_BLOCKS,
     NUDGE_EMPTY,
     NUDGE_NOTHING_DONE,
+    NUDGE_NOTHING_DONE_TEXT,
     NUDGE_WAIT,
     announces_work,
     bare_complete,
@@ -253,12 +254,15 @@ class Finish:
         raise Waiting(reason or "waiting", wait_until=when.isoformat(), wait_reason=reason)
 
     def nothing_done_nudge(self, done: Done) -> str:
-        """NUDGE_NOTHING_DONE, with the task said again for a model calling tools as text (a
-        small one, told only "nothing has been done", asked which task was meant)."""
+        """NUDGE_NOTHING_DONE; for a model calling tools as text, NUDGE_NOTHING_DONE_TEXT with
+        the task said again (a small one, told only "nothing has been done", asked which task
+        was meant)."""
         task = done.task.strip()
-        if not done.text_calls or not task or len(task) > TASK_REPEATED_CHARS:
+        if not done.text_calls:
             return NUDGE_NOTHING_DONE
-        return f"{NUDGE_NOTHING_DONE}\n\nThe task: {task}"
+        if not task or len(task) > TASK_REPEATED_CHARS:
+            return NUDGE_NOTHING_DONE_TEXT
+        return f"{NUDGE_NOTHING_DONE_TEXT}\n\nThe task: {task}"
 
     @staticmethod
     def code_nudge(done: Done) -> str:

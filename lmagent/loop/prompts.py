@@ -108,6 +108,14 @@ NUDGE_NOTHING_DONE = (
     "tools (read the files it names, write or edit them, run commands), then reply "
     "TASK_COMPLETE. If it only asked a question, answer it before TASK_COMPLETE."
 )
+# the same for a model calling tools as text, told of "tools" it was never shown as such (the
+# 1.5B model answered "I don't have any files or tools")
+NUDGE_NOTHING_DONE_TEXT = (
+    "Nothing has been done yet: no file was written and no command was run in this task. Do "
+    "the task now: to save a file, write its path on the line just before its block; to run "
+    "commands, use a ```bash block. Then reply TASK_COMPLETE. If it only asked a question, "
+    "answer it before TASK_COMPLETE."
+)
 
 
 # a reply repeating one that failed, as the history keeps it: a copy that enters the history is
