@@ -50,6 +50,7 @@ STEPS = 15
 TIMEOUT = 900.0  # seconds per task and agent
 N_CTX = 8192  # the window --embedded loads the model with
 CACHE_TARGET = 1.2  # prompt tokens evaluated per request at most this many times its new ones
+ONESHOT, ONESHOT_BEFORE = "lmagent-oneshot", "lmagent-oneshot-before"  # issue 35's comparison
 RUN = [sys.executable]  # how checkers run the programs the agents wrote (host python)
 
 
@@ -632,8 +633,8 @@ def agents(venvs: Path, base: Path | None) -> dict[str, Agent]:
         "mini-text": mini("mini-text", venvs, text_mode=True),
         "mini-tool": mini("mini-tool", venvs, text_mode=False),
         "aider": aider(venvs),
-        "lmagent-oneshot": lmagent_oneshot("lmagent-oneshot", venvs / "cache", "ngram-simple"),
-        "lmagent-oneshot-before": lmagent_oneshot("lmagent-oneshot-before", None, "none"),
+        ONESHOT: lmagent_oneshot(ONESHOT, venvs / "cache", "ngram-simple"),
+        ONESHOT_BEFORE: lmagent_oneshot(ONESHOT_BEFORE, None, "none"),
     }
     if base is not None:
         found["lmagent-base"] = lmagent("lmagent-base", base, embedded=False)
@@ -881,7 +882,13 @@ def run() -> dict:
                 "%",
             )
         )
+    oneshot = load(
+        Path(os.environ.get("BENCH_ONESHOT_RUNS", ROOT / "bench" / "oneshot_runs.jsonl"))
+    )
+    figures += oneshot_figures(oneshot)
     notes = f"{table(outcomes)}\n\nRecorded runs: {len(outcomes)} ({_dates(outcomes)})."
+    if oneshot:
+        notes += f"\n\nOne-shot `--embedded` runs, a new server per task:\n\n{table(oneshot)}"
     context = text_of(ROOT / "bench" / "tasks_notes.md").strip()  # how they were run
     notes = f"{context}\n\n{notes}" if context else notes
     return result("tasks", figures, notes, "small coding tasks, agents side by side")
@@ -895,6 +902,25 @@ def solved_share(outcomes: list[Outcome]) -> dict:
     solved = {o.task for o in outcomes if o.agent == "lmagent" and o.solved}
     share = round(100 * len(solved) / len(TASKS))
     return figure("lmagent: share of all tasks solved", share, "%", "≥ 80 %", share >= 80)
+
+
+def oneshot_figures(outcomes: list[Outcome]) -> list[dict]:
+    """Issue 35's target for one-shot `--embedded` runs (lmagent_oneshot): wall time per task
+    solved, the saved prompt and speculation against neither, at most half."""
+    from bench.common import at_most, figure
+
+    figures, per = [], {}
+    for name in (ONESHOT, ONESHOT_BEFORE):
+        runs = [o for o in outcomes if o.agent == name]
+        solved = sum(o.solved for o in runs)
+        if not solved:
+            return []
+        per[name] = sum(o.seconds for o in runs) / solved
+        label = f"{name}: wall time per task solved ({solved} of {len(runs)})"
+        figures.append(figure(label, round(per[name], 1), "s"))
+    ratio = round(per[ONESHOT] / per[ONESHOT_BEFORE], 2)
+    name = f"{ONESHOT} / {ONESHOT_BEFORE}: wall time per task solved"
+    return [*figures, at_most(name, ratio, "×", 0.5)]
 
 
 def versus_peers(outcomes: list[Outcome]) -> list[dict]:

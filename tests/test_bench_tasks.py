@@ -160,3 +160,20 @@ def test_lmagent_is_compared_with_each_peer_on_the_tasks_both_ran():
     per = found["lmagent vs aider: prompt tokens evaluated per task solved"]
     assert (per["value"], per["met"]) == ("200 vs 600", True)
     assert found["lmagent vs mini: prompt tokens evaluated per task solved"]["value"] == "100 vs —"
+
+
+def test_one_shot_runs_compare_wall_time_per_task_solved():
+    def outcome(agent, task, solved, seconds):
+        return bench_tasks.Outcome(agent, task, solved, 0, 0, 0, 0, seconds, "exit 0")
+
+    runs = [
+        outcome(bench_tasks.ONESHOT, "hello", True, 10.0),
+        outcome(bench_tasks.ONESHOT, "rename", False, 20.0),
+        outcome(bench_tasks.ONESHOT_BEFORE, "hello", True, 40.0),
+        outcome(bench_tasks.ONESHOT_BEFORE, "rename", True, 40.0),
+    ]
+    figures = {f["name"]: f for f in bench_tasks.oneshot_figures(runs)}
+    ratio = figures["lmagent-oneshot / lmagent-oneshot-before: wall time per task solved"]
+    assert (ratio["value"], ratio["met"]) == (0.75, False)  # 30 s per solved task against 40
+    assert figures["lmagent-oneshot: wall time per task solved (1 of 2)"]["value"] == 30.0
+    assert bench_tasks.oneshot_figures(runs[:2]) == []  # nothing to compare with
