@@ -888,7 +888,10 @@ def run() -> dict:
     figures += oneshot_figures(oneshot)
     notes = f"{table(outcomes)}\n\nRecorded runs: {len(outcomes)} ({_dates(outcomes)})."
     if oneshot:
-        notes += f"\n\nOne-shot `--embedded` runs, a new server per task:\n\n{table(oneshot)}"
+        notes += (
+            "\n\nOne-shot `--embedded` runs, a new server per task (each its own, so requests "
+            f"and tokens are not counted: 0 below):\n\n{table(oneshot)}"
+        )
     context = text_of(ROOT / "bench" / "tasks_notes.md").strip()  # how they were run
     notes = f"{context}\n\n{notes}" if context else notes
     return result("tasks", figures, notes, "small coding tasks, agents side by side")
