@@ -8,6 +8,7 @@ The replies scripted here are what Qwen2.5-Coder-1.5B wrote in bench/bench_tasks
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -1926,3 +1927,17 @@ def test_a_block_without_a_language_holding_only_commands_runs(reply, expected):
     known = {"write": ["path", "content"], "shell": ["command"]}
     calls = extract_text_calls(reply, known, True)
     assert [(c["name"], c["arguments"]) for c in calls] == expected
+
+
+def test_a_failed_commit_run_again_after_git_add_is_no_repeat(workspace):
+    """`git add` changes no file: the same commit after it was "not run: it would fail the same
+    way, as nothing has changed"."""
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    (workspace / "settings.json").write_text('{"debug": true}\n')
+    commit = text('```bash\ngit -c user.name=a -c user.email=a@b commit -m "Set debug"\n```')
+    steps = [commit, text("```bash\ngit add settings.json\n```"), commit, text("TASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Commit settings.json")
+    assert "Not run" not in last_message(requests[3])
+    assert "1 file changed" in last_message(requests[3])
+    log = subprocess.run(["git", "-C", str(workspace), "log", "--oneline"], capture_output=True)
+    assert b"Set debug" in log.stdout and result.status == "completed"

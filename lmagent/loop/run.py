@@ -69,7 +69,7 @@ from lmagent.loop.prompts import (
     resume_message,
     system_prompt,
 )
-from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
+from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats, git_state
 from lmagent.loop.verify import CHECK_ENV, CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
@@ -333,8 +333,11 @@ class AgentRun:
     def files(self) -> str:
         """The workspace's files as the last checkpoint saw them (its tree), or, without
         checkpoints, how many calls of this run changed them: a model that writes A, then B,
-        then A again into hello.py, running it each time, finds it as it was (a loop)."""
-        return self.checkpoints.tree or f"changes: {self.calls.changes}"
+        then A again into hello.py, running it each time, finds it as it was (a loop). With
+        the state of its git repository: `git add` changes no file, but a commit after it is
+        no repeat of the one before."""
+        tree = self.checkpoints.tree or f"changes: {self.calls.changes}"
+        return tree + git_state(self.config.workspace)
 
     def take(self, reply, answering: bool) -> None:
         """Act on the model's reply: run its calls, or decide what its answer means."""
