@@ -15,6 +15,7 @@ import pytest
 from lmagent.checkpoints.steps import Checkpoints
 from lmagent.llm.client import SAME_START
 from lmagent.llm.toolcalls import block_actions, extract_text_calls
+from lmagent.loop.compaction import SUMMARY_MARK
 from lmagent.loop.merge import examples_apart, merge_python
 from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import NO_PROGRESS_STEPS, RULES, UNSTICK_TEMPERATURE
@@ -1941,3 +1942,20 @@ def test_a_failed_commit_run_again_after_git_add_is_no_repeat(workspace):
     assert "1 file changed" in last_message(requests[3])
     log = subprocess.run(["git", "-C", str(workspace), "log", "--oneline"], capture_output=True)
     assert b"Set debug" in log.stdout and result.status == "completed"
+
+
+def test_a_compaction_keeps_the_files_the_run_changed_as_they_are(workspace):
+    """The summary kept a line per step, not the code being fixed: the 1.5B model, compacted
+    while fixing clock.py, no longer had it."""
+    steps = [text("clock.py\n```python\ndef hours(h):\n    return h % 24\n```")]
+    for n in range(8):
+        (workspace / f"notes{n}.txt").write_text(f"note {n} " + "lorem ipsum " * 150)
+        steps.append(text(f"```bash\ncat notes{n}.txt\n```"))
+    steps += [text("Read.\nTASK_COMPLETE")] * 2  # the second after seeing clock.py's run
+    _, requests, _ = embedded_run(
+        workspace, steps, task="Read the notes", summarization_threshold=2500
+    )
+    summaries = [r["messages"][1]["content"] for r in requests if SUMMARY_MARK in str(r)]
+    assert summaries, "no compaction happened"
+    kept = "The files changed in this task, as they are now:\n\nclock.py\n```\n"
+    assert kept + "def hours(h):\n    return h % 24\n```" in summaries[-1]

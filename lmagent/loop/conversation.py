@@ -37,8 +37,10 @@ class Conversation:
         emit: Emit,
         rules: frozenset[str],
         context_length: int | None = None,
+        kept: Callable[[], str] = lambda: "",
     ):
         self.client, self.toolset, self.ctx = client, toolset, ctx
+        self.kept = kept  # what a compaction's summary keeps besides the progress recorded
         self.emit, self.rules = emit, rules
         self.session: Session = ctx.session
         self.depth, self.stop = ctx.depth, ctx.stop
@@ -189,9 +191,9 @@ class Conversation:
         if plan is None:
             return False
         end, summary = plan
-        progress = progress_message(self.session)  # the calls that recorded it are summarised
-        if progress:
-            summary = {**summary, "content": f"{summary['content']}\n\n{progress}"}
+        # the calls that recorded the progress are summarised, and those that wrote the files
+        kept = [text for text in (progress_message(self.session), self.kept()) if text]
+        summary = {**summary, "content": "\n\n".join([summary["content"], *kept])}
         before = self.context_tokens()
         self.session.record_compaction(0, end, summary)
         self.emit(

@@ -22,6 +22,7 @@ EXAMPLE_BEFORE = re.compile(r"\b(?:like|e\.g\.|such as|for example|for instance)
 MAX_NAMED = 6  # paths looked at
 SHOWN_CHARS = 3000  # of file contents in all (about 800 tokens): the rest are named only
 OUTLINE_CHARS = 1200  # of a Python file too long to show: its imports and its first test
+MAX_KEPT = 3  # files a run changed, shown again after a compaction (the last changed)
 LISTED_ENTRIES = 30
 COUNTED_LINES = 10  # a file longer than this is shown with its line count: a small model
 # counts 17 lines as 1 or 32, and takes the count of a short file for the answer to its task
@@ -99,6 +100,19 @@ def named_files_message(task: str, look: Look) -> str:
     if not parts:
         return ""
     return "The files and folders named in the task, as they are now:\n\n" + "\n\n".join(parts)
+
+
+def changed_files_message(paths: list[str], look: Look) -> str:
+    """The files a run changed (the last MAX_KEPT), as they are now, within SHOWN_CHARS, for
+    a summary that replaces the history: it keeps a line per step, not the code being fixed
+    (the 1.5B model, compacted while fixing clock.py, no longer had it); blank for none."""
+    parts, budget = [], SHOWN_CHARS
+    for path in paths[-MAX_KEPT:]:
+        shown, budget = _file(path, look("read", {"path": path}), budget)
+        parts += [shown] if shown else []
+    if not parts:
+        return ""
+    return "The files changed in this task, as they are now:\n\n" + "\n\n".join(parts)
 
 
 def _shown(path: str, look: Look, budget: int) -> tuple[str, int]:

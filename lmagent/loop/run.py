@@ -52,7 +52,13 @@ from lmagent.loop.history import (
     repair_history,
     result_messages,
 )
-from lmagent.loop.named import TaskAsks, file_for_block, named_files_message, not_in_workspace
+from lmagent.loop.named import (
+    TaskAsks,
+    changed_files_message,
+    file_for_block,
+    named_files_message,
+    not_in_workspace,
+)
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.policy import RULES, Nudges
@@ -176,7 +182,7 @@ class AgentRun:
             self.next_step,
         )
         self.conversation = Conversation(
-            self.client, self.toolset, self.ctx, self.emit, self.rules, context_length
+            self.client, self.toolset, self.ctx, self.emit, self.rules, context_length, self.kept
         )
 
     def small_model_rules(self) -> tuple[Nudges, Repeats, Finish]:
@@ -329,6 +335,11 @@ class AgentRun:
         ending = self.progress.record(progressed, self.error or self.nudges.problem)
         if ending:
             raise Blocked(ending)
+
+    def kept(self) -> str:
+        """For a small model (calling tools as text), what a compaction's summary keeps: the
+        files this run changed, as they are now (lmagent.loop.named)."""
+        return changed_files_message(self.outcome.files, self.look) if self.text_calls else ""
 
     def files(self) -> str:
         """The workspace's files as the last checkpoint saw them (its tree), or, without
