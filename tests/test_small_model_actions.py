@@ -1164,7 +1164,7 @@ def test_a_check_that_ends_as_the_one_shown_before_says_so_and_is_not_shown_agai
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
     first = last_message(requests[1])  # the write's check, then the model's own run
     assert first.count("E   assert 1 == 5") == 1
-    assert "(the same tests fail as in the check above, its output is there: 1 failed)" in first
+    assert "(the same result as the check above, whose output is there: 1 failed)" in first
     again = last_message(requests[2])  # another change, the same test failing
     assert "fails as it did before this change, the same tests" in again
     assert "assert 6 == 5" in again  # its output is shown: it says how
@@ -1959,3 +1959,12 @@ def test_a_compaction_keeps_the_files_the_run_changed_as_they_are(workspace):
     assert summaries, "no compaction happened"
     kept = "The files changed in this task, as they are now:\n\nclock.py\n```\n"
     assert kept + "def hours(h):\n    return h % 24\n```" in summaries[-1]
+
+
+def test_the_model_s_run_of_tests_that_just_passed_points_at_the_check(workspace):
+    calc_project(workspace)
+    steps = [text(FIXED + "\n```bash\npython3 -m pytest\n```"), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    told = last_message(requests[1])
+    assert "(the same result as the check above, whose output is there: 1 passed)" in told
+    assert result.status == "completed"

@@ -106,7 +106,7 @@ FAILS_AS_BEFORE = (
     "saved and checked: the check below fails as it did before this change, the same tests; "
     "fix what it shows"
 )
-SHOWN_ABOVE = "(the same tests fail as in the check above, its output is there: {})"
+SHOWN_ABOVE = "(the same result as the check above, whose output is there: {})"
 UNCHANGED = "nothing changed: the file already held exactly this"
 
 
@@ -181,8 +181,9 @@ def next_for_small_model(
 
 def shown_above(arguments: object, result: dict, verifier: Verifier) -> bool:
     """A test run of the model's own that ends as the last check shown did (the same counts,
-    the same tests failing): its output is replaced by a line pointing there (the 1.5B model
-    ran the tests its write's check had just run in 7 of 32 replies, and read both outputs)."""
+    the same tests failing or none): its output is replaced by a line pointing there (the
+    1.5B model ran the tests its write's check had just run in 7 of 32 replies, and read both
+    outputs)."""
     command = arguments.get("command") if isinstance(arguments, dict) else None
     if not isinstance(command, str) or "exit_code" not in result:
         return False
@@ -201,10 +202,10 @@ def only_looks(command: str) -> bool:
 
 def run_by(command: str, programs: set[str]) -> set[str]:
     """The programs a command runs: named in a simple command (split at ;, &&, || and |) that
-    starts with a runner (`python3 hello.py`, `timeout 20 sh
-    x.sh`, `python3 -c "import utils"`) or with the program itself (`./run.sh`). A command that
-    only names it (`sed -i s/a/b/ hello.py`, `cp`, `cat`) runs nothing: told "it ran without an
-    error" after a sed that emptied hello.py, a small model ended the run."""
+    starts with a runner (`python3 hello.py`, `timeout 20 sh x.sh`, `python3 -c "import
+    utils"`) or with the program itself (`./run.sh`). A command that only names it (`sed -i
+    s/a/b/ hello.py`, `cp`, `cat`) runs nothing: told "it ran without an error" after a sed
+    that emptied hello.py, a small model ended the run."""
     simple = [PREFIX.sub("", part.strip()) for part in COMMANDS.split(command)]
     return {path for path in programs if any(runs(part, Path(path)) for part in simple)}
 
