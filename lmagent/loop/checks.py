@@ -54,6 +54,18 @@ def ran_nudge(runs: dict[str, Check]) -> str:
 
 CheckFor = Callable[[str], "str | None"]  # the check a finish after changing a file would run
 GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
+# a git command that changes the repository (its index, history or branches), not the files
+GIT_CHANGE = re.compile(
+    r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*(?:add|rm|mv|commit|reset|restore|checkout|switch"
+    r"|merge|rebase|stash|init|tag|branch|cherry-pick|revert|am|apply)\b",
+    re.M,
+)
+
+
+def changes_git(name: str, arguments: object, result: dict) -> bool:
+    """Whether a call was a git command that worked and changed the repository."""
+    command = arguments.get("command", "") if isinstance(arguments, dict) else ""
+    return name == "shell" and bool(result.get("success")) and bool(GIT_CHANGE.search(command))
 
 
 def next_step(path: str, check: str | None) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 from lmagent.llm.client import BEGAN_THE_SAME, Reply
 from lmagent.llm.toolcalls import FormatError
@@ -153,19 +152,6 @@ class Repeats:
         """UNSTICK_TEMPERATURE after a repeated reply, when LLM_TEMPERATURE is lower."""
         warm = "sample_after_repeat" in self.rules and self.unstick and self.samples_cold
         return UNSTICK_TEMPERATURE if warm else None
-
-
-def git_state(workspace: Path) -> str:
-    """The workspace's git index and history as their files' sizes and times ("" without a
-    repository): what `git add` and `git commit` change, which the checkpoints' tree of the
-    files does not hold (a 1.5B model's failed commit, run again after `git add`, was "not
-    run: it would fail the same way")."""
-    found = []
-    for name in ("index", "HEAD", "logs/HEAD"):
-        with contextlib.suppress(OSError):
-            stat = (workspace / ".git" / name).stat()
-            found.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
-    return " git " + " ".join(found) if found else ""
 
 
 def _said(reply: Reply) -> str:

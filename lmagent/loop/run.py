@@ -34,10 +34,7 @@ from lmagent.llm.client import (
 from lmagent.llm.toolcalls import FormatError, extract_text_calls
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.calls import CallRunner, error_of
-from lmagent.loop.checks import (
-    WorkChecks,
-    next_for_small_model,
-)
+from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
 from lmagent.loop.conversation import Conversation
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
@@ -75,7 +72,7 @@ from lmagent.loop.prompts import (
     resume_message,
     system_prompt,
 )
-from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats, git_state
+from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
 from lmagent.loop.verify import CHECK_ENV, CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
@@ -157,6 +154,7 @@ class AgentRun:
         self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.outcome = Outcome()  # what this run did, for its ending
+        self.git_changes = 0  # git commands that changed the repository (no file): files()
         self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
         self.called_tools = False  # in this run
         self.checks_run = 0  # the harness's own check commands, each a checkpointed step
@@ -345,10 +343,10 @@ class AgentRun:
         """The workspace's files as the last checkpoint saw them (its tree), or, without
         checkpoints, how many calls of this run changed them: a model that writes A, then B,
         then A again into hello.py, running it each time, finds it as it was (a loop). With
-        the state of its git repository: `git add` changes no file, but a commit after it is
-        no repeat of the one before."""
+        the git commands that changed the repository: `git add` changes no file, but a commit
+        after it is no repeat of the one that failed before it."""
         tree = self.checkpoints.tree or f"changes: {self.calls.changes}"
-        return tree + git_state(self.config.workspace)
+        return f"{tree} git: {self.git_changes}"
 
     def take(self, reply, answering: bool) -> None:
         """Act on the model's reply: run its calls, or decide what its answer means."""
@@ -430,6 +428,7 @@ class AgentRun:
     def next_step(self, name: str, arguments, result: dict, ran_changes: bool) -> None:
         """For a model calling tools as text (a small one), what a call's result says to do
         next (lmagent.loop.checks)."""
+        self.git_changes += changes_git(name, arguments, result)
         if self.text_calls:
             state = (self.finishing.verifier, self.checks, self.rules)
             next_for_small_model(name, arguments, result, ran_changes, *state)
