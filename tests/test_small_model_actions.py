@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -1967,4 +1968,19 @@ def test_the_model_s_run_of_tests_that_just_passed_points_at_the_check(workspace
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
     told = last_message(requests[1])
     assert "(the same result as the check above, whose output is there: 1 passed)" in told
+    assert result.status == "completed"
+
+
+def test_a_check_runs_the_source_not_bytecode_cached_in_the_workspace(workspace):
+    """After the model's own pytest cached calc.py, a rewrite of the same size within the same
+    second was checked against the old bytecode, and a right fix was refused. A cache Python
+    never checks against its source stands for that here."""
+    import py_compile
+
+    calc_project(workspace)
+    cached = workspace / "__pycache__" / f"calc.{sys.implementation.cache_tag}.pyc"
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(workspace / "calc.py"), cfile=str(cached), invalidation_mode=mode)
+    result, requests, _ = embedded_run(workspace, [text(FIXED), text("Fixed.\nTASK_COMPLETE")])
+    assert "saved and checked: the check below passes" in last_message(requests[1])
     assert result.status == "completed"
