@@ -1984,3 +1984,17 @@ def test_a_check_runs_the_source_not_bytecode_cached_in_the_workspace(workspace)
     result, requests, _ = embedded_run(workspace, [text(FIXED), text("Fixed.\nTASK_COMPLETE")])
     assert "saved and checked: the check below passes" in last_message(requests[1])
     assert result.status == "completed"
+
+
+def test_a_block_that_leaves_the_file_as_it_was_is_said_so_once(workspace):
+    """A block of one function, merged, gave the file it already was: the result said
+    "unchanged", and also "this exact call failed before … nothing has changed since"."""
+    (workspace / "test_calc.py").write_text(TEST_CALC)
+    whole = "def add(a, b):\n    return b - a\n\n\ndef sub(a, b):\n    return a - b\n"
+    steps = [text(f"calc.py\n```python\n{whole}```")]
+    steps.append(text("calc.py\n```python\ndef add(a, b):\n    return b - a\n```"))
+    steps += [text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py")
+    told = last_message(requests[2])
+    assert '"unchanged": "nothing changed: the file already held exactly this"' in told
+    assert "this exact call" not in told and "nothing has changed since" not in told

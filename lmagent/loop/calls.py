@@ -132,7 +132,10 @@ class CallRunner:
     def check_loop(self, name: str, raw, result: dict, change: dict) -> None:
         """Count the call; warn, note or stop on repeats. Only a call that changed files (by
         its checkpoint; without one, a changing tool that succeeded) starts the count anew:
-        re-writing the same file and re-running a program is a loop, not progress."""
+        re-writing the same file and re-running a program is a loop, not progress. A write
+        of what the file already held, whose check fails, is said to be so without the note
+        that "this exact call failed before" (a different block, merged into the same file,
+        was told so)."""
         count = self.loops.record(name, try_json(raw), self.changed_files(name, result, change))
         if count >= self.loops.stop_at:
             self.loop_message = (
@@ -145,8 +148,8 @@ class CallRunner:
             )
         elif count > 1 and not error_of(result):  # a small model repeats a step that worked
             result["note"] = REPEATED_SUCCESS
-        elif count > 1:  # ... and one that failed, unchanged, hoping for another result
-            result["note"] = REPEATED_FAILURE
+        elif count > 1 and not result.get("unchanged"):  # ... and one that failed, unchanged,
+            result["note"] = REPEATED_FAILURE  # hoping for another result
 
 
 def try_json(raw) -> object:
