@@ -1998,3 +1998,22 @@ def test_a_block_that_leaves_the_file_as_it_was_is_said_so_once(workspace):
     told = last_message(requests[2])
     assert '"unchanged": "nothing changed: the file already held exactly this"' in told
     assert "this exact call" not in told and "nothing has changed since" not in told
+
+
+def test_a_sample_that_begins_as_an_earlier_reply_of_the_run_did_is_stopped_early(workspace):
+    """A reply repeated the first one's command in other words; asked again, the model wrote
+    the first reply word for word, twice, each read to its end."""
+    first = "I will look at the file the task names, to see what it holds. " * 5
+    other = "Let me try that command once more, it may work this time around. " * 5
+    command = "\n```bash\npython3 missing.py\n```"
+    steps = [text(first + command), text(other + command, chunk_size=8)]
+    steps += [text(first + command, chunk_size=8), text("Gone.\nTASK_COMPLETE")]
+    _, requests, events = embedded_run(workspace, steps)
+    assert [r["temperature"] for r in requests] == [0.0, 0.0, *[UNSTICK_TEMPERATURE] * 2]
+    streamed = "".join(
+        "\f" if e["type"] == "iteration" else e.get("text", "")
+        for e in events
+        if e["type"] in ("iteration", "token")
+    ).split("\f")
+    assert SAME_START <= len(streamed[3]) < len(first)  # the sample, stopped early
+    assert last_message(requests[3]).startswith("Not run: python3 missing.py would fail")

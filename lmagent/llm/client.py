@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -277,7 +277,7 @@ class _StreamState:
         self.must = ""  # a constrained reply must be: "call", "answer", or "" (either)
         self.temperature: float | None = None  # for this reply only (None: LLM_TEMPERATURE)
         self.enough: Callable[[str], int | None] | None = None  # where a reply may stop
-        self.unlike = ""  # a reply this one is to differ from: stopped if it begins the same
+        self.unlike: set[str] = set()  # how replies this one is to differ from begin
 
     def ask_anew(self) -> None:
         """The same question asked again on purpose: a different reply is no surprise."""
@@ -310,13 +310,13 @@ class _StreamState:
                 raise _Enough(end)
 
     def _look_for_the_same(self) -> None:
-        """Stop a reply that began as `unlike` did, for its first SAME_START characters."""
+        """Stop a reply that began as one of `unlike` did, for its first SAME_START characters."""
         current = self.content.current
         if not self.unlike or len(current) < SAME_START:
             return
-        if current[:SAME_START] == self.unlike[:SAME_START]:
+        if current[:SAME_START] in self.unlike:
             raise _BeganTheSame
-        self.unlike = ""  # it differs: no need to look again
+        self.unlike = set()  # it differs: no need to look again
 
     def reasoning(self, text: str) -> None:
         self._first_token()
@@ -633,21 +633,21 @@ class LLMClient:
         must: str = "",
         temperature: float | None = None,
         enough: Callable[[str], int | None] | None = None,
-        unlike: str = "",
+        unlike: Sequence[str] = (),
     ) -> Reply:
         """One model reply, streamed, with the retry policy applied (except context overflow).
         `must` ("call"/"answer") holds a constrained reply to a call, or to an answer;
         `temperature` replaces LLM_TEMPERATURE for this reply; `enough(text)` gives the
         length at which a reply holds all that will be used of it (the rest is not read, and
-        the server stops writing it), or None; a reply that begins as `unlike` does, for its
-        first SAME_START characters, is stopped there, its finish_reason BEGAN_THE_SAME."""
+        the server stops writing it), or None; a reply that begins as one of `unlike` does, for
+        its first SAME_START characters, is stopped there, its finish_reason BEGAN_THE_SAME."""
         callbacks = callbacks or Callbacks()
         stop = stop or StopToken()
         state = _StreamState(callbacks, self.config.thinking_model)
         state.must = must
         state.temperature = temperature
         state.enough = enough
-        state.unlike = unlike
+        state.unlike = {text[:SAME_START] for text in unlike if len(text) >= SAME_START}
         tries: dict[str, int] = {}
         key = ""
         if self.prompts is not None:

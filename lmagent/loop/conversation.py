@@ -7,7 +7,7 @@ The run (lmagent.loop.run) decides what a reply means; this is how the reply is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from lmagent.core.config import Config
 from lmagent.llm.client import Callbacks, ContextOverflow, LLMClient, LLMError, LLMStopped, Reply
@@ -85,8 +85,8 @@ class Conversation:
 
     # ------------------------------------------------------------------ a reply
 
-    def query(self, tools: bool, temperature: float | None, unlike: str = "") -> Reply:
-        """One reply (stopped early if it begins as `unlike` does: client.chat); a context
+    def query(self, tools: bool, temperature: float | None, unlike: Sequence[str] = ()) -> Reply:
+        """One reply (stopped early if it begins as one of `unlike` does: client.chat); a context
         overflow compacts the conversation and retries exactly once."""
         try:
             return self.ask(tools, temperature, unlike)
@@ -96,7 +96,7 @@ class Conversation:
                 raise
             return self.ask(tools, temperature, unlike)
 
-    def ask(self, tools: bool, temperature: float | None, unlike: str = "") -> Reply:
+    def ask(self, tools: bool, temperature: float | None, unlike: Sequence[str] = ()) -> Reply:
         messages = self.messages()
         schemas = self.offered_schemas() if tools else []
         must = self.reply_rule() if schemas else ""

@@ -49,12 +49,13 @@ class Repeats:
         self.replies: set[Said] = set()  # (reply, files before or after it)
         self.failed: dict[Said, str] = {}  # (reply, files before or after): error
         self.unstick = False  # the last reply repeated an earlier one: sample the next
+        self.texts: list[str] = []  # the replies of the run, as written
 
     def small(self) -> bool:
         """The rules apply: a model calling tools as text, sampled cold."""
         return self.text_calls() and self.samples_cold
 
-    def resampled(self, reply: Reply, again: Callable[[float, str], Reply]) -> Reply:
+    def resampled(self, reply: Reply, again: Callable[[float, list[str]], Reply]) -> Reply:
         """A small model's action that repeats an earlier reply with no file changed since,
         asked for again (`again`) at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is
         taken. A repeat that enters the history is copied again by the model, however it is
@@ -69,13 +70,15 @@ class Repeats:
         taken; when no sample does something new, the reply runs as it was. A sample that is
         the reply word for word is not asked for again: the model is sure of it (a 1.5B model
         gave one 182-token reply three times, a quarter of its tokens in some runs); nor is one
-        that began as the reply did, stopped early (client.SAME_START: at 1.0 the 1.5B model
-        wrote the same reply again in 8 of 15 samples)."""
+        that began as the reply or an earlier one of the run did, stopped early
+        (client.SAME_START: at 1.0 the 1.5B model wrote the same reply again in 8 of 15
+        samples; another, repeating a reply's actions in other words, was sampled back into
+        the words of the first, twice)."""
         if "resample" not in self.rules or not (self.small() and self.repeats(reply)):
             return reply
         for _ in range(RESAMPLES):
             self.nudges.status("the reply repeats an earlier one; asking again")
-            sample = again(UNSTICK_TEMPERATURE, reply.content)
+            sample = again(UNSTICK_TEMPERATURE, [reply.content, *self.texts])
             same = sample.finish_reason == BEGAN_THE_SAME or _said(sample) == _said(reply)
             if same:  # word for word: the model is sure of it
                 break
@@ -130,6 +133,7 @@ class Repeats:
         forever. Returns what the reply does, to be remembered once it has run."""
         said = self.said(reply)
         self.unstick = said in self.replies
+        self.texts.append(reply.content)
         return said[0]
 
     def said(self, reply: Reply) -> Said:

@@ -478,10 +478,10 @@ class AgentRun:
         """One reply, at `temperature` or at the one the repeats rules choose."""
         return self.conversation.query(tools, temperature or self.repeats.next_temperature())
 
-    def reply_again(self, temperature: float, unlike: str) -> Reply:
-        """Another reply to the same prompt than `unlike`, sampled at `temperature` (stopped
-        early when it begins the same): a new step for the front ends, which end the
-        streamed reply that was not taken."""
+    def reply_again(self, temperature: float, unlike: list[str]) -> Reply:
+        """Another reply to the same prompt than those `unlike`, sampled at `temperature`
+        (stopped early when it begins as one of them does): a new step for the front ends,
+        which end the streamed reply that was not taken."""
         self.emit("iteration", n=self.iterations, max=self.max_iterations)
         return self.conversation.query(True, temperature, unlike)
 
