@@ -854,6 +854,12 @@ def test_a_failed_call_repeated_unchanged_is_not_run_again(workspace):
     )
 
 
+def streamed_steps(events: list[dict]) -> list[str]:
+    """The text streamed in each step of a run (a step begins with an "iteration" event)."""
+    kept = [e for e in events if e["type"] in ("iteration", "token")]
+    return "".join("\f" if e["type"] == "iteration" else e["text"] for e in kept).split("\f")
+
+
 def test_a_sample_that_begins_as_the_repeat_did_is_stopped_early_and_not_asked_again(workspace):
     """At temperature 1.0 the 1.5B model wrote the same 300-500-token reply again in 8 of 15
     samples; one that begins the same for SAME_START characters is not read to its end."""
@@ -862,12 +868,7 @@ def test_a_sample_that_begins_as_the_repeat_did_is_stopped_early_and_not_asked_a
     steps = [again, again, again, text("Gone.\nTASK_COMPLETE")]
     _, requests, events = embedded_run(workspace, steps)
     assert [r["temperature"] for r in requests] == [0.0, 0.0, *[UNSTICK_TEMPERATURE] * 2]
-    steps_streamed = "".join(
-        "\f" if e["type"] == "iteration" else e.get("text", "")
-        for e in events
-        if e["type"] in ("iteration", "token")
-    ).split("\f")
-    sample = steps_streamed[3]  # the third request: the sample, stopped early
+    sample = streamed_steps(events)[3]  # the third request: the sample, stopped early
     assert SAME_START <= len(sample) < len(said)
     assert last_message(requests[3]).startswith("Not run: python3 missing.py would fail")
 
@@ -2010,10 +2011,6 @@ def test_a_sample_that_begins_as_an_earlier_reply_of_the_run_did_is_stopped_earl
     steps += [text(first + command, chunk_size=8), text("Gone.\nTASK_COMPLETE")]
     _, requests, events = embedded_run(workspace, steps)
     assert [r["temperature"] for r in requests] == [0.0, 0.0, *[UNSTICK_TEMPERATURE] * 2]
-    streamed = "".join(
-        "\f" if e["type"] == "iteration" else e.get("text", "")
-        for e in events
-        if e["type"] in ("iteration", "token")
-    ).split("\f")
+    streamed = streamed_steps(events)
     assert SAME_START <= len(streamed[3]) < len(first)  # the sample, stopped early
     assert last_message(requests[3]).startswith("Not run: python3 missing.py would fail")
