@@ -53,11 +53,12 @@ def ran_nudge(runs: dict[str, Check]) -> str:
 
 
 CheckFor = Callable[[str], "str | None"]  # the check a finish after changing a file would run
-GIT_COMMIT = re.compile(r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*commit\b", re.M)
+GIT_RUN = r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*"  # git as a command, its -c settings skipped
+GIT_COMMIT = re.compile(GIT_RUN + r"commit\b", re.M)
 # a git command that changes the repository (its index, history or branches), not the files
 GIT_CHANGE = re.compile(
-    r"(?:^|[;&|]\s*)git\s+(?:-c\s+\S+\s+)*(?:add|rm|mv|commit|reset|restore|checkout|switch"
-    r"|merge|rebase|stash|init|tag|branch|cherry-pick|revert|am|apply)\b",
+    GIT_RUN + r"(?:add|rm|mv|commit|reset|restore|checkout|switch|merge|rebase|stash|init|tag"
+    r"|branch|cherry-pick|revert|am|apply)\b",
     re.M,
 )
 
