@@ -1987,6 +1987,18 @@ def test_a_check_runs_the_source_not_bytecode_cached_in_the_workspace(workspace)
     assert result.status == "completed"
 
 
+def test_the_model_s_runs_leave_no_bytecode_in_the_workspace(workspace):
+    """The model's own `pytest` and `python3 -c "import calc"` wrote __pycache__ folders into
+    the user's workspace: changed files it was shown, left behind when the run ended."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (workspace / "test_calc.py").write_text(TEST_CALC)
+    command = "python3 -c 'import calc' && python3 -m pytest -q -p no:cacheprovider"
+    steps = [text(f"```bash\n{command}\n```"), text("It passes.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="check calc.py")
+    assert "1 passed" in last_message(requests[1])  # the run did import calc.py
+    assert not list(workspace.rglob("__pycache__")) and not list(workspace.rglob("*.pyc"))
+
+
 def test_a_block_that_leaves_the_file_as_it_was_is_said_so_once(workspace):
     """A block of one function, merged, gave the file it already was: the result said
     "unchanged", and also "this exact call failed before … nothing has changed since"."""

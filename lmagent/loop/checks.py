@@ -11,17 +11,17 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from lmagent.loop.verify import Check, Verifier
+from lmagent.loop.verify import RUNNERS, TASK_RUNNERS, Check, Verifier
 
 NUDGE_CHECK = (
     "Before finishing, check your work: files changed since you last looked at a result. Show "
     "the file you wrote (cat FILE) or run what uses it, and compare it with the task. Then "
     "reply TASK_COMPLETE, or fix what is wrong."
 )
-RUNNERS = {".py": "python3", ".sh": "sh", ".js": "node"}  # how a changed program is run
 COMMANDS = re.compile(r"\n|;|&&|\|\||\|")  # where one simple command ends
 PREFIX = re.compile(r"^(?:\w+=\S*\s+|(?:timeout\s+\S+|time|nice|env|exec)\s+)*")
-RUNNER = re.compile(r"(?:\S*/)?(?:python[\d.]*|sh|bash|node|pytest|uv\s+run)\s")
+RUNNER_NAMES = sorted({*TASK_RUNNERS, *(name for names in RUNNERS.values() for name in names)})
+RUNNER = re.compile(rf"(?:\S*/)?(?:(?:{'|'.join(RUNNER_NAMES)})[\d.]*|uv\s+run)\s")
 LOOKS = re.compile(r"^\s*(?:cat|head|tail|less|more|ls|grep|wc|file|stat|nl)\b")
 
 
@@ -29,7 +29,7 @@ def check_nudge(programs: list[str]) -> str:
     """What a model finishing with unchecked changes is told: run the programs it changed."""
     if not programs:
         return NUDGE_CHECK
-    runs = ", ".join(f"`{RUNNERS[Path(path).suffix]} {path}`" for path in programs[:3])
+    runs = ", ".join(f"`{RUNNERS[Path(path).suffix][0]} {path}`" for path in programs[:3])
     return (
         f"Before finishing, run what you changed to check it: {runs}, or its tests. Compare "
         "the output with the task, then reply TASK_COMPLETE, or fix what is wrong."
@@ -41,7 +41,7 @@ def ran_nudge(runs: dict[str, Check]) -> str:
     them cleanly (`runs`, by path): their output, to compare with the task (asked to run them
     itself, a small model spent a step to see the same)."""
     shown = "\n\n".join(
-        f"```\n$ {RUNNERS['.py']} {shlex.quote(path)}\n"
+        f"```\n$ {RUNNERS['.py'][0]} {shlex.quote(path)}\n"
         f"{str(check.result.get('output') or '').strip() or '(it printed nothing)'}\n```"
         for path, check in runs.items()
     )
@@ -76,10 +76,10 @@ def next_step(path: str, check: str | None) -> str:
     changed at random, until it breaks it."""
     if check:
         return f"saved; next, check it does what the task asks: {check}"
-    runner = RUNNERS.get(Path(path).suffix)
-    if not runner:
+    runners = RUNNERS.get(Path(path).suffix)
+    if not runners:
         return "saved; if that was all the task asks, reply TASK_COMPLETE"
-    return f"saved; next, run it to check it does what the task asks: {runner} {path}"
+    return f"saved; next, run it to check it does what the task asks: {runners[0]} {path}"
 
 
 COMMITTED_NEXT = "committed; if that was all the task asks, reply TASK_COMPLETE"

@@ -21,16 +21,19 @@ from pathlib import PurePosixPath
 
 from lmagent.core.text import cut_middle, shortened
 
-RUNNERS = ("python3", "python", "pytest")  # the commands a task may quote that are run
+# how a program is run, by its suffix: the harness runs it with the first; a command starting
+# with any of them (or with pytest) runs the files it names
+RUNNERS = {".py": ("python3", "python"), ".sh": ("sh", "bash"), ".js": ("node",)}
+TASK_RUNNERS = (*RUNNERS[".py"], "pytest")  # the commands a task may quote that are run
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 PROMPT_LINE = re.compile(r"^\s*\$ (.+)$", re.M)
-BARE_RUN = re.compile(r"(?<![\w/.-])(?:python3?|pytest) [\w./-]+\.py\b")  # python3 report.py
+BARE_RUN = re.compile(rf"(?<![\w/.-])(?:{'|'.join(TASK_RUNNERS)}) [\w./-]+\.py\b")  # python3 x.py
 TEST_FILES = ("**/test_*.py", "**/*_test.py")
-# a check leaves no __pycache__ behind and reads none (the model's own pytest run had cached
-# calc.py; rewritten within the same second at the same size, the check ran the old bytecode),
-# and pytest's lines of failures are not cut at 80 columns ("FAILED
-# test_x.py::test_input_base_is_zero - Asse..." hid the error's message)
-CHECK_ENV = "PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/dev/null COLUMNS=160 "
+# a check reads no __pycache__ (one the user's own runs left had cached calc.py; rewritten
+# within the same second at the same size, the check ran the old bytecode; no command writes
+# one: see the sandbox's command_env), and pytest's lines of failures are not cut at 80
+# columns ("FAILED test_x.py::test_input_base_is_zero - Asse..." hid the error's message)
+CHECK_ENV = "PYTHONPYCACHEPREFIX=/dev/null COLUMNS=160 "
 # short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
 # dict literals came before the TypeError that mattered, and the end of the output was shown)
 SHORT_TRACEBACKS = "--tb=short"
@@ -130,7 +133,7 @@ def task_commands(task: str, look: Look, bare: bool = True) -> list[str]:
     found = []
     for command in (c.strip() for c in quoted + BARE_RUN.findall(task) * bare):
         words = command.split()
-        if not words or words[0] not in RUNNERS or command in found:
+        if not words or words[0] not in TASK_RUNNERS or command in found:
             continue
         files = [w for w in words[1:] if w.endswith(".py")]
         if all(look("read", {"path": f}).get("success") for f in files[:1]):

@@ -447,6 +447,9 @@ class RunnerSandbox:
         env = self._base_env()
         env.update(HOME=self.home, LANG="C.UTF-8", TERM="dumb", PAGER="cat", GIT_PAGER="cat")
         env.update(TMPDIR="/tmp", GIT_TERMINAL_PROMPT="0", MALLOC_ARENA_MAX="2")
+        # no __pycache__ folders written into the user's workspace by the model's runs (each
+        # was a changed file the model was shown, and was left behind)
+        env.update(PYTHONDONTWRITEBYTECODE="1")
         env.update(GIT_AUTHOR_NAME=self.cfg.git_name, GIT_COMMITTER_NAME=self.cfg.git_name)
         env.update(GIT_AUTHOR_EMAIL=self.cfg.git_email, GIT_COMMITTER_EMAIL=self.cfg.git_email)
         for name in self.cfg.allowed_env:
