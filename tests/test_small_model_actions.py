@@ -7,6 +7,7 @@ The replies scripted here are what Qwen2.5-Coder-1.5B wrote in bench/bench_tasks
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -156,15 +157,16 @@ def test_blocks_for_tools_that_are_not_offered_are_not_actions():
 
 
 def test_a_file_block_and_a_bash_block_write_and_run_and_the_output_is_read_as_it_is(workspace):
-    act = "hello.py\n```python\nprint('Hello, world!')\n```\n```bash\npython3 hello.py\n```"
+    write = "hello.py\n```python\nprint('Hello, world!')\n```"
+    steps = [text(write), text("```bash\npython3 hello.py\n```\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(
-        workspace, [text(act + "\nTASK_COMPLETE"), text("It printed Hello, world!\nTASK_COMPLETE")]
+        workspace, [*steps, text("It printed Hello, world!\nTASK_COMPLETE")]
     )
     assert result.status == "completed"
     assert (workspace / "hello.py").read_text() == "print('Hello, world!')\n"
-    told = last_message(requests[1])
+    told = last_message(requests[2])
     assert "output:\nHello, world!\n" in told  # not JSON-escaped
-    assert len(requests) == 2  # it ran a command it had not seen: the task went on
+    assert len(requests) == 3  # it ran a command it had not seen: the task went on
 
 
 def test_a_bash_block_is_only_text_with_native_calls(workspace):
@@ -657,15 +659,18 @@ def test_finishing_unchecked_is_asked_for_the_right_check(workspace, change, loo
 
 def test_finishing_after_looking_at_the_change_ends_at_once(workspace):
     steps = [
-        text("hello.py\n```python\nprint('hi')\n```\n```bash\npython3 hello.py\n```"),
+        text("hello.py\n```python\nprint('hi')\n```"),
+        text("```bash\npython3 hello.py\n```"),
         text("It prints hi.\nTASK_COMPLETE"),
     ]
     result, requests, _ = embedded_run(workspace, steps, task="make hello.py and run it")
-    assert result.status == "completed" and len(requests) == 2
+    assert result.status == "completed" and len(requests) == 3
 
 
 def test_actions_after_a_failed_one_in_the_same_reply_are_not_run(workspace):
-    reply = ".lmagent/notes.txt\n```text\nx\n```\n```bash\ntouch after.txt\n```"
+    write = {"name": "write", "arguments": {"path": ".lmagent/notes.txt", "content": "x"}}
+    touch = {"name": "shell", "arguments": {"command": "touch after.txt"}}
+    reply = "".join(f"<tool_call>{json.dumps(call)}</tool_call>\n" for call in (write, touch))
     steps = [text(reply), text("It is protected.\nTASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="commit")
     assert not (workspace / "after.txt").exists()
@@ -680,19 +685,34 @@ def test_a_command_names_the_files_it_changed(workspace):
     assert "files_changed" not in last_message(requests[2])  # cat changed nothing
 
 
-def test_a_reply_is_read_only_up_to_its_first_command(workspace):
+def test_a_reply_is_read_only_up_to_its_first_action(workspace):
     """What follows a command, before its output, is made up: the model's own 'output' and
-    commands built on it. The stream is closed after the first command block."""
+    commands built on it; what follows a file, before its check, was a rewrite of the test
+    file it had been told was correct. The stream is closed after the first action."""
     rambling = (
         "a.py\n```python\nprint(1)\n```\n```bash\npython3 a.py\n```\n"
         "output:\n```\n2\n```\n```bash\ntouch made_up.txt\n```\nTASK_COMPLETE"
     )
-    steps = [text(rambling), text("It printed 1.\nTASK_COMPLETE")]
+    run_it = "```bash\npython3 a.py\n```\noutput:\n```\n2\n```\n```bash\ntouch made_up.txt\n```"
+    steps = [text(rambling), text(run_it), text("It printed 1.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="make a.py and run it")
     assert result.status == "completed"
     assert (workspace / "a.py").exists() and not (workspace / "made_up.txt").exists()
     kept = requests[1]["messages"][-2]["content"]
+    assert kept.endswith("a.py\n```python\nprint(1)\n```") and "bash" not in kept
+    assert "output:\n1\n" not in last_message(requests[1])  # the command was never read
+    kept = requests[2]["messages"][-2]["content"]
     assert kept.endswith("```bash\npython3 a.py\n```") and "output:" not in kept
+    assert "output:\n1\n" in last_message(requests[2])
+
+
+def test_a_reply_is_read_to_its_end_without_the_one_action_rule(workspace):
+    rambling = "a.py\n```python\nprint(1)\n```\n```bash\npython3 a.py\n```\nIt prints 1."
+    steps = [text(rambling), text("It printed 1.\nTASK_COMPLETE")]
+    with llama_cpp(steps) as llm:
+        run(embedded_config(workspace, llm), "make a.py and run it", rules=RULES - {"one_action"})
+        requests = llm.requests
+    assert requests[1]["messages"][-2]["content"].endswith("It prints 1.")
     assert "output:\n1\n" in last_message(requests[1])
 
 
@@ -1157,23 +1177,25 @@ def test_a_check_that_ends_as_the_one_shown_before_says_so_and_is_not_shown_agai
     calc_project(workspace)
     wrong_again = "calc.py\n```python\ndef add(a, b):\n    return a * b\n```"
     steps = [
-        text(STILL_WRONG + "\n```bash\npython -m pytest -v\n```"),
+        text(STILL_WRONG),
+        text("```bash\npython -m pytest -v\n```"),
         text(wrong_again),
         text("Fixed.\nTASK_COMPLETE"),
         text(FIXED),
         text("Fixed.\nTASK_COMPLETE"),
     ]
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
-    first = last_message(requests[1])  # the write's check, then the model's own run
-    assert first.count("E   assert 1 == 5") == 1
-    assert "(the same result as the check above, whose output is there: 1 failed)" in first
-    again = last_message(requests[2])  # another change, the same test failing
+    assert last_message(requests[1]).count("E   assert 1 == 5") == 1  # the write's check
+    own_run = last_message(requests[2])
+    assert "(the same result as the check above, whose output is there: 1 failed)" in own_run
+    assert "assert 1 == 5" not in own_run
+    again = last_message(requests[3])  # another change, the same test failing
     assert "fails as it did before this change, the same tests" in again
     assert "assert 6 == 5" in again  # its output is shown: it says how
-    refused = last_message(requests[3])
+    refused = last_message(requests[4])
     assert refused.startswith("Not finished: the check fails as shown above (1 failed in ")
     assert "assert" not in refused
-    assert result.status == "completed" and len(requests) == 5
+    assert result.status == "completed" and len(requests) == 6
 
 
 def test_a_write_of_what_the_file_already_holds_says_so_and_is_no_finish(workspace):
@@ -1965,9 +1987,9 @@ def test_a_compaction_keeps_the_files_the_run_changed_as_they_are(workspace):
 
 def test_the_model_s_run_of_tests_that_just_passed_points_at_the_check(workspace):
     calc_project(workspace)
-    steps = [text(FIXED + "\n```bash\npython3 -m pytest\n```"), text("Fixed.\nTASK_COMPLETE")]
+    steps = [text(FIXED), text("```bash\npython3 -m pytest\n```"), text("Fixed.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
-    told = last_message(requests[1])
+    told = last_message(requests[2])
     assert "(the same result as the check above, whose output is there: 1 passed)" in told
     assert result.status == "completed"
 

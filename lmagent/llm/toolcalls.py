@@ -257,10 +257,31 @@ def block_actions(text: str, known: set[str], place: Place | None = None) -> lis
     (unless a file path names it: then it is that file), a block named by a path is written,
     and so is a program without a path that `place` finds a file for. Any other
     block (an example, expected output) is only text."""
-    actions = []
-    for _, written_as, path, body in _fenced_blocks(text):
+    return [action for _, actions in _blocks_as_actions(text, known, place) for action in actions]
+
+
+def first_action_end(text: str, known: Known, place: Place | None = None) -> int | None:
+    """Where the reply's first block that is an action ends (a file written, commands run):
+    the reply is not read further. After a command, what a small model writes before its
+    output is made up (outputs, then more commands built on them); after a file, it went on
+    to rewrite the test file it had been told was correct, 500 tokens of it, which broke the
+    tests, before the check of its first file had been shown to it."""
+    if any(marker in text for marker in MARKERS):
+        return None  # calls in another form: read as they are
+    for end, actions in _blocks_as_actions(text, known, place):
+        if actions:
+            return end
+    return None
+
+
+def _blocks_as_actions(
+    text: str, known: Known, place: Place | None
+) -> Iterator[tuple[int, list[dict]]]:
+    """(end, the actions it is) of each closed fenced block of the reply."""
+    for end, written_as, path, body in _fenced_blocks(text):
         language = "bash" if _calls_as_python(written_as, path, body, known) else written_as
         meant = _meant_call(body, known) if language in SHELL_LANGUAGES else None
+        actions = []
         if language in SHELL_LANGUAGES and not (meant or path):
             first, body = _call_then_commands(body, known)
             actions += [first] if first else []
@@ -278,7 +299,7 @@ def block_actions(text: str, known: set[str], place: Place | None = None) -> lis
                 actions.append(
                     {**action, "refused": PYTHON_IN_SHELL} if is_python(body) else action
                 )
-    return actions
+        yield end, actions
 
 
 _WHOLE_CALL = re.compile(r"^\s*(?:TOOL\s*:\s*)?(\w+)\((.*)\)\s*$", re.S)
@@ -559,18 +580,6 @@ def _argument_text(source: str, node: ast.expr) -> object:
         return _literal(node)
     except ValueError:
         return ast.get_source_segment(source, node)
-
-
-def first_command_end(text: str) -> int | None:
-    """Where the reply's first shell block ends, when it is an action (any file blocks before
-    it are kept): what a small model writes after a command, before its output, is made up
-    (outputs, then more commands built on them), so the reply is not read further."""
-    if any(marker in text for marker in MARKERS):
-        return None  # calls in another form: read as they are
-    for end, language, path, body in _fenced_blocks(text):
-        if not path and language in SHELL_LANGUAGES and _commands_of(body, language):
-            return end
-    return None
 
 
 def _fenced_blocks(text: str) -> Iterator[tuple[int, str, str, str]]:

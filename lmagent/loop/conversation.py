@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 from lmagent.core.config import Config
 from lmagent.llm.client import Callbacks, ContextOverflow, LLMClient, LLMError, LLMStopped, Reply
 from lmagent.llm.tokens import estimate_tokens
-from lmagent.llm.toolcalls import first_command_end
 from lmagent.loop.compaction import Compactor
 from lmagent.loop.history import PairedHistory
 from lmagent.loop.policy import reply_rule
@@ -38,9 +37,11 @@ class Conversation:
         rules: frozenset[str],
         context_length: int | None = None,
         kept: Callable[[], str] = lambda: "",
+        enough: Callable[[str], int | None] | None = None,
     ):
         self.client, self.toolset, self.ctx = client, toolset, ctx
         self.kept = kept  # what a compaction's summary keeps besides the progress recorded
+        self.enough = enough  # where a reply in text form may stop being read (client.chat)
         self.emit, self.rules = emit, rules
         self.session: Session = ctx.session
         self.depth, self.stop = ctx.depth, ctx.stop
@@ -114,7 +115,7 @@ class Conversation:
                     self.stop,
                     must,
                     temperature=temperature,
-                    enough=first_command_end if self.client.tool_form == "text" else None,
+                    enough=self.enough if self.client.tool_form == "text" else None,
                     unlike=unlike,
                 )
             except (LLMError, LLMStopped):  # interrupted, or failed, mid-reply

@@ -26,6 +26,7 @@ RULES = frozenset(
         "task_commands",  # the commands a task quotes, run before the first reply
         "resample",  # a repeated action or answer asked for again, sampled, before it is taken
         "sample_after_repeat",  # the reply after a repeated one sampled warm
+        "one_action",  # a reply in text form read up to its first action: the server stops there
         "cut_in_block",  # a reply cut off at its length limit inside a block: said, asked again
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
         "auto_check",  # a small model's write or edit: the finish's check run, its output shown

@@ -177,8 +177,8 @@ _NATIVE_CALLS = (
 # no worked example: a small model copies it literally (it ran "python app.py" in a folder
 # without one, five times). Fenced blocks first: a coder model writes them unasked.
 _TEXT_CALLS = (
-    "How to act: write actions in your reply. They run in order when your reply ends, and "
-    "their results come back in the next message.\n"
+    "How to act: write one action per reply. Your reply ends with it; it runs, and its "
+    "result comes back in the next message.\n"
     "- Create or replace a file: write its path on a line of its own, then the file's whole "
     "new content in a fenced block (```python for Python code). To change a Python file that "
     "exists, the block may hold only the functions, classes or methods that change, each "

@@ -31,7 +31,7 @@ from lmagent.llm.client import (
     LLMUnreachable,
     Reply,
 )
-from lmagent.llm.toolcalls import FormatError, extract_text_calls
+from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_action_end
 from lmagent.llm.toolmode import calls_came_as_text
 from lmagent.loop.calls import CallRunner, error_of
 from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
@@ -179,8 +179,16 @@ class AgentRun:
             self.look,
             self.next_step,
         )
+        enough = self.action_end if "one_action" in self.rules else None
         self.conversation = Conversation(
-            self.client, self.toolset, self.ctx, self.emit, self.rules, context_length, self.kept
+            self.client,
+            self.toolset,
+            self.ctx,
+            self.emit,
+            self.rules,
+            context_length,
+            self.kept,
+            enough,
         )
 
     def small_model_rules(self) -> tuple[Nudges, Repeats, Finish]:
@@ -506,11 +514,15 @@ class AgentRun:
         content = ended_text(reply)
         if not self.text_calls:
             return extract_text_calls(content, self.parameters())
+        return extract_text_calls(content, self.parameters(), blocks=True, place=self.place)
 
-        def place(body: str, language: str) -> str:
-            return file_for_block(body, language, self.asks.named, self.asks.to_create, self.look)
+    def place(self, body: str, language: str) -> str:
+        """The file a program block without a path is for (lmagent.loop.named), or ""."""
+        return file_for_block(body, language, self.asks.named, self.asks.to_create, self.look)
 
-        return extract_text_calls(content, self.parameters(), blocks=True, place=place)
+    def action_end(self, text: str) -> int | None:
+        """Where a reply being streamed may stop: after its first action."""
+        return first_action_end(text, self.parameters(), self.place)
 
     def parameters(self) -> dict[str, list[str]]:
         """Each tool's parameters in order (calls written as text may give them by position)."""
