@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,8 +30,7 @@ from lmagent.llm.client import (
     LLMUnreachable,
     Reply,
 )
-from lmagent.llm.toolcalls import FormatError, extract_text_calls, first_action_end
-from lmagent.llm.toolmode import calls_came_as_text
+from lmagent.llm.toolcalls import FormatError
 from lmagent.loop.calls import CallRunner, error_of
 from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
 from lmagent.loop.conversation import Conversation
@@ -44,19 +42,17 @@ from lmagent.loop.history import (
     assistant_message,
     before_results,
     cut_in_block,
-    ended_text,
     output_chars,
     repair_history,
     result_messages,
 )
 from lmagent.loop.named import (
-    TaskAsks,
     changed_files_message,
-    file_for_block,
     named_files_message,
     not_in_workspace,
 )
 from lmagent.loop.outcome import Outcome
+from lmagent.loop.parsing import ReplyParser
 from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.policy import RULES, Nudges
 from lmagent.loop.prompts import (
@@ -151,7 +147,8 @@ class AgentRun:
         self.iterations = 0
         self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
         self.output_chars = output_chars(context_length)
-        self.asks = TaskAsks(str(session.meta.get("task") or ""))  # the paths it names
+        task = str(session.meta.get("task") or "")
+        self.parser = ReplyParser(config, self.client, self.toolset, self.look, self.say, task)
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.outcome = Outcome()  # what this run did, for its ending
         self.git_changes = 0  # git commands that changed the repository (no file): files()
@@ -179,7 +176,7 @@ class AgentRun:
             self.look,
             self.next_step,
         )
-        enough = self.action_end if "one_action" in self.rules else None
+        enough = self.parser.action_end if "one_action" in self.rules else None
         self.conversation = Conversation(
             self.client,
             self.toolset,
@@ -201,7 +198,7 @@ class AgentRun:
             self.config.llm_temperature,
             lambda: self.text_calls,
             self.files,
-            self.text_calls_in,
+            self.parser.text_calls_in,
         )
         finishing = Finish(self.rules, nudges, self.checks, self.harness_shell, self.look)
         return nudges, repeats, finishing
@@ -239,10 +236,9 @@ class AgentRun:
         try:
             self.session.save_meta(status=STATUS_RUNNING, wait_until=None, error=None)
             self.index_wait(STATUS_RUNNING, None)  # resumed early: its wake-up is void
-            if self.asks.not_here and not self.depth:  # perhaps the wrong folder: say which
-                self.emit(
-                    "status", message=not_in_workspace(self.asks.not_here, self.config.workspace)
-                )
+            not_here = self.parser.asks.not_here
+            if not_here and not self.depth:  # perhaps the wrong folder: say which
+                self.say(not_in_workspace(not_here, self.config.workspace))
             if plan_first:
                 self.make_plan()
             while True:
@@ -374,7 +370,7 @@ class AgentRun:
         if made_up:  # results a small model writes for its own actions: made up, not kept
             reply.content = before_results(reply.content)
         try:
-            calls, native = self.parse(reply)
+            calls, native = self.parser.parse(reply)
         except FormatError as exc:
             self.session.append(assistant_message(reply, []))
             self.nudges.reprompt(str(exc))
@@ -444,7 +440,7 @@ class AgentRun:
     def show_named_files(self, task: str) -> None:
         """Before the first reply to a new task: the files and folders it names, as they are
         (lmagent.loop.named), and the commands it quotes, run (lmagent.loop.finish)."""
-        self.asks = TaskAsks(task, self.look)
+        self.parser.new_task(task)
         text = "named_files" in self.rules and named_files_message(task, self.look)
         if text:
             self.session.append({"role": "user", "content": text, "note": "named files"})
@@ -492,51 +488,6 @@ class AgentRun:
         which end the streamed reply that was not taken."""
         self.emit("iteration", n=self.iterations, max=self.max_iterations)
         return self.conversation.query(True, temperature, unlike)
-
-    def parse(self, reply) -> tuple[list[dict], bool]:
-        """(calls, native): native tool_calls win; otherwise calls written as text."""
-        if reply.tool_calls:
-            return [dict(c) for c in reply.tool_calls], True
-        try:
-            calls = self.text_calls_in(reply)
-        except FormatError:
-            self.calls_came_as_text()  # even a broken call written as text: not native
-            raise
-        if calls:
-            self.calls_came_as_text()
-        for index, call in enumerate(calls):
-            call["id"] = f"text_{uuid.uuid4().hex[:8]}_{index}"
-        return calls, False
-
-    def text_calls_in(self, reply: Reply) -> list[dict]:
-        """Calls written as text; fenced blocks are actions where the prompt teaches them, and
-        a program block without a path is the named file it is for (lmagent.loop.named)."""
-        content = ended_text(reply)
-        if not self.text_calls:
-            return extract_text_calls(content, self.parameters())
-        return extract_text_calls(content, self.parameters(), blocks=True, place=self.place)
-
-    def place(self, body: str, language: str) -> str:
-        """The file a program block without a path is for (lmagent.loop.named), or ""."""
-        return file_for_block(body, language, self.asks.named, self.asks.to_create, self.look)
-
-    def action_end(self, text: str) -> int | None:
-        """Where a reply being streamed may stop: after its first action."""
-        return first_action_end(text, self.parameters(), self.place)
-
-    def parameters(self) -> dict[str, list[str]]:
-        """Each tool's parameters in order (calls written as text may give them by position)."""
-        tools = self.toolset.tools
-        return {name: list(tools[name].parameters.get("properties", {})) for name in tools}
-
-    def calls_came_as_text(self) -> None:
-        """Offered native tools, the model wrote a call as text: text calls from now on."""
-        if not self.client.native_tools:
-            return
-        mode = calls_came_as_text(self.config, self.client.model or "")
-        if mode is not None:
-            self.client.tool_mode = "text"
-            self.say(mode.describe())
 
     # ------------------------------------------------------------------ tools
 
