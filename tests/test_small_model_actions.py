@@ -706,6 +706,26 @@ def test_a_reply_is_read_only_up_to_its_first_action(workspace):
     assert "output:\n1\n" in last_message(requests[2])
 
 
+def test_a_reply_ends_with_its_solution_before_it_rewrites_the_tests(workspace):
+    """Held-out anagram: a block without a path (the named file's solution), then "let's
+    update the test file" and a rewrite of it, which broke the tests before the solution's
+    check had been shown."""
+    calc_project(workspace)
+    rewrite = "import calc\n\n\ndef test_add():\n    assert calc.add(2, 3) == 6\n"
+    reply = (
+        "Here is a possible implementation:\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+        f"Now, let's update the test file:\n\ntest_calc.py\n```python\n{rewrite}```\n"
+    )
+    steps = [text(reply, chunk_size=8), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Fix calc.py; the tests are in test_calc.py."
+    )
+    assert (workspace / "test_calc.py").read_text() == TEST_CALC
+    assert "saved and checked: the check below passes" in last_message(requests[1])
+    assert requests[1]["messages"][-2]["content"].endswith("return a + b\n```")
+    assert result.status == "completed"
+
+
 def test_a_reply_is_read_to_its_end_without_the_one_action_rule(workspace):
     rambling = "a.py\n```python\nprint(1)\n```\n```bash\npython3 a.py\n```\nIt prints 1."
     steps = [text(rambling), text("It printed 1.\nTASK_COMPLETE")]
