@@ -913,6 +913,39 @@ def test_a_sample_that_begins_as_the_repeat_did_is_stopped_early_and_not_asked_a
     assert last_message(requests[3]).startswith("Not run: python3 missing.py would fail")
 
 
+REASONED = "The test fails because add does not add its two numbers; it must add them. " * 3
+
+
+def test_a_reply_that_begins_as_an_earlier_one_did_is_stopped_and_asked_again(workspace):
+    """Told its change failed its check, the 1.5B model wrote the same 350-token reply again,
+    greedy: stopped after its first SAME_START characters, it is asked for again, sampled."""
+    calc_project(workspace)
+    wrong = text(f"{REASONED}\n{STILL_WRONG}", chunk_size=8)
+    steps = [wrong, wrong, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, events = embedded_run(workspace, steps, task="Fix calc.py.")
+    assert [r["temperature"] for r in requests] == [0.0, 0.0, UNSTICK_TEMPERATURE, 0.0]
+    assert SAME_START <= len(streamed_steps(events)[2]) < len(REASONED)  # stopped early
+    assert "saved and checked: the check below passes" in last_message(requests[3])
+    assert result.status == "completed"
+
+
+@pytest.mark.parametrize("rules", [RULES, RULES - {"stop_repeat"}])
+def test_a_reply_that_begins_with_the_same_block_is_read_to_its_end(workspace, rules):
+    """A file rewritten whole, changed near its end, begins as it did before; and without the
+    rule, a reply beginning as an earlier one did is read to its end."""
+    calc_project(workspace)
+    helpers = "".join(f"def helper_{n}(x):\n    return x + {n}\n\n\n" for n in range(8))
+    wrong = f"calc.py\n```python\n{helpers}def add(a, b):\n    return b - a\n```"
+    first = text(wrong) if rules == RULES else text(f"{REASONED}\n{STILL_WRONG}")
+    fixed = wrong.replace("b - a", "a + b") if rules == RULES else f"{REASONED}\n{FIXED}"
+    steps = [first, text(fixed, chunk_size=8), text("Fixed.\nTASK_COMPLETE")]
+    with llama_cpp(steps) as llm:
+        result = run(embedded_config(workspace, llm), "Fix calc.py.", rules=rules)
+    assert [r["temperature"] for r in llm.requests] == [0.0, 0.0, 0.0]
+    assert "return a + b" in (workspace / "calc.py").read_text()
+    assert result.status == "completed"
+
+
 def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):
     steps = [text("```bash\nedit hello.py a b c\n```"), text("I see.\nTASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps)  # more words than edit has arguments

@@ -25,6 +25,7 @@ RULES = frozenset(
         "named_files",  # the files a task names, shown before the first reply
         "task_commands",  # the commands a task quotes, run before the first reply
         "resample",  # a repeated action or answer asked for again, sampled, before it is taken
+        "stop_repeat",  # a reply beginning as an earlier one's words did: stopped, asked again
         "sample_after_repeat",  # the reply after a repeated one sampled warm
         "one_action",  # a reply in text form read up to its first action: the server stops there
         "cut_in_block",  # a reply cut off at its length limit inside a block: said, asked again

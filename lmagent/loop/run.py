@@ -321,7 +321,7 @@ class AgentRun:
         self.count_iteration()
         self.conversation.compact_if_needed()
         answering = self.conversation.reply_rule() == "answer"
-        reply = self.repeats.resampled(self.query(), self.reply_again)
+        reply = self.repeats.resampled(self.query(unlike=self.repeats.unlike()), self.reply_again)
         said, before = self.repeats.notice(reply), self.files()
         self.calls.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
         repeat, changes = self.repeats.unstick, self.calls.changes
@@ -478,9 +478,13 @@ class AgentRun:
 
     # ------------------------------------------------------------------ model
 
-    def query(self, tools: bool = True, temperature: float | None = None) -> Reply:
-        """One reply, at `temperature` or at the one the repeats rules choose."""
-        return self.conversation.query(tools, temperature or self.repeats.next_temperature())
+    def query(
+        self, tools: bool = True, temperature: float | None = None, unlike: list[str] | None = None
+    ) -> Reply:
+        """One reply, at `temperature` or at the one the repeats rules choose; stopped early
+        when it begins as one of `unlike` does (lmagent.loop.repeats)."""
+        temperature = temperature or self.repeats.next_temperature()
+        return self.conversation.query(tools, temperature, unlike or [])
 
     def reply_again(self, temperature: float, unlike: list[str]) -> Reply:
         """Another reply to the same prompt than those `unlike`, sampled at `temperature`
