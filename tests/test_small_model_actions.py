@@ -946,6 +946,16 @@ def test_a_reply_that_begins_with_the_same_block_is_read_to_its_end(workspace, r
     assert result.status == "completed"
 
 
+def test_a_small_model_announcing_work_is_told_how_to_act_in_its_prompt_s_words(workspace):
+    steps = [text("I will write the file now."), text("hello.py\n```python\nprint(1)\n```")]
+    steps += [text("Written.\nTASK_COMPLETE"), text("It prints 1.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="write hello.py printing 1")
+    told = last_message(requests[1])
+    assert "write its path on the line just before its block" in told
+    assert "call" not in told
+    assert result.status == "completed"
+
+
 def test_a_tool_run_as_a_command_is_pointed_at_the_tool(workspace):
     steps = [text("```bash\nedit hello.py a b c\n```"), text("I see.\nTASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps)  # more words than edit has arguments

@@ -15,6 +15,7 @@ from lmagent.loop.prompts import (
     BLOCKED_LINE,
     COMPLETE_LINE,
     NUDGE_ANNOUNCED,
+    NUDGE_ANNOUNCED_TEXT,
     NUDGE_BLOCKED,
     NUDGE_BLOCKED_FIRST,
     NUDGE_CODE,
@@ -136,9 +137,8 @@ class Finish:
         """An answer that is not a finish, nudged on (True): work announced and not done, code
         shown and not written, open todos, or (a small model) nothing done at all."""
         if "announced" in self.rules and announces_work(content):
-            self.nudges.push(
-                NUDGE_ANNOUNCED, "the model keeps announcing work without calling tools"
-            )
+            announced = NUDGE_ANNOUNCED_TEXT if done.text_calls else NUDGE_ANNOUNCED
+            self.nudges.push(announced, "the model keeps announcing work without calling tools")
             return True
         code = "code_nudge" in self.rules and shows_code(content)
         if code and not done.acted and not self.nudged_code:

@@ -43,6 +43,13 @@ NUDGE_ANNOUNCED = (
     "You described a next step but did not call a tool. Call the tool now. "
     "If everything is already done, reply TASK_COMPLETE."
 )
+# the same for a model calling tools as text, in its prompt's words (told to "call the tool",
+# the 1.5B model, which writes blocks, answered that nothing was wrong, three times)
+NUDGE_ANNOUNCED_TEXT = (
+    "You described a next step but did not act. Act now: to save a file, write its path on "
+    "the line just before its block; to run commands, use a ```bash block. If everything is "
+    "already done, reply TASK_COMPLETE."
+)
 NUDGE_CODE = (
     "Nothing was done: code in a reply is not saved and not run, and any output shown is not "
     "real. Use the tools now: write to save a file, shell to run a command. If the task only "
