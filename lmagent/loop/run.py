@@ -165,8 +165,13 @@ class AgentRun:
             config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
         )
         self.ctx = self.tool_context()
+        self.calls = self.call_runner()
+        self.conversation = self.new_conversation(context_length)
+
+    def call_runner(self) -> CallRunner:
+        """How the model's calls are run: permission, checkpoint, what they did recorded."""
         records = (self.checks, self.outcome)
-        self.calls = CallRunner(
+        return CallRunner(
             self.toolset,
             self.ctx,
             self.gate,
@@ -176,8 +181,12 @@ class AgentRun:
             self.look,
             self.next_step,
         )
+
+    def new_conversation(self, context_length: int | None) -> Conversation:
+        """The exchange with the model; a reply in text form is read up to its first action
+        (rule one_action)."""
         enough = self.parser.action_end if "one_action" in self.rules else None
-        self.conversation = Conversation(
+        return Conversation(
             self.client,
             self.toolset,
             self.ctx,
