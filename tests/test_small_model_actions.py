@@ -38,10 +38,14 @@ LEAP = (
 LEAP_TEST = "from leap import leap_year\n\n\ndef test_2000():\n    assert leap_year(2000)\n"
 
 
-def embedded_run(workspace, turns, task="fix the bug", **changes):
+# the rules but fresh_start: what happens within one attempt, the check failing again
+ONE_ATTEMPT = RULES - {"fresh_start"}
+
+
+def embedded_run(workspace, turns, task="fix the bug", rules=RULES, **changes):
     with llama_cpp(turns) as llm:
         events: list[dict] = []
-        result = run(embedded_config(workspace, llm, **changes), task, events)
+        result = run(embedded_config(workspace, llm, **changes), task, events, rules=rules)
         llm.assert_all_used()
         return result, llm.requests, events
 
@@ -323,7 +327,9 @@ def test_a_test_file_keeps_its_tests_when_the_model_writes_one_of_them(workspace
     (workspace / "word_test.py").write_text(WORD_TESTS)
     steps = [text(f"word_test.py\n```python\n{ONE_METHOD}```"), text("Done.\nTASK_COMPLETE")]
     steps += [text("Done.\nTASK_COMPLETE")] * 2
-    _, requests, _ = embedded_run(workspace, steps, task="Make word.py pass word_test.py.")
+    _, requests, _ = embedded_run(
+        workspace, steps, task="Make word.py pass word_test.py.", rules=ONE_ATTEMPT
+    )
     kept = (workspace / "word_test.py").read_text()
     assert "def test_empty" in kept and "def test_long" in kept and "import unittest" in kept
     assert "WordTest.test_empty, WordTest.test_long kept as they were" in last_message(requests[1])
@@ -1143,7 +1149,9 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     calc_project(workspace)
     steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
     steps += [text("Fixed.\nTASK_COMPLETE")]
-    result, requests, events = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    result, requests, events = embedded_run(
+        workspace, steps, task="Fix the bug in calc.py.", rules=ONE_ATTEMPT
+    )
     checked, refused = last_message(requests[1]), last_message(requests[2])
     assert "python3 -m pytest" in checked and "assert 1 == 5" in checked  # the write's check
     assert refused.startswith("Not finished: the check fails as shown above (1 failed in ")
@@ -1209,7 +1217,9 @@ def test_the_check_after_a_write_counts_every_test(workspace):
     fix_one = text("ops.py\n```python\ndef one():\n    return 1\n```")
     steps = [fix_one, text("```python\ndef two():\n    return 2\n```\nTASK_COMPLETE")]
     steps += [text("ops.py\n```python\ndef two():\n    return 2\n```"), text("TASK_COMPLETE")]
-    result, requests, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Make the tests pass.", rules=ONE_ATTEMPT
+    )
     assert "1 failed, 1 passed" in last_message(requests[1])
     assert "2 passed" in last_message(requests[3]) and result.status == "completed"
 
@@ -1247,7 +1257,9 @@ def test_a_check_that_ends_as_the_one_shown_before_says_so_and_is_not_shown_agai
         text(FIXED),
         text("Fixed.\nTASK_COMPLETE"),
     ]
-    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Fix the bug in calc.py.", rules=ONE_ATTEMPT
+    )
     assert last_message(requests[1]).count("E   assert 1 == 5") == 1  # the write's check
     own_run = last_message(requests[2])
     assert "(the same result as the check above, whose output is there: 1 failed)" in own_run
@@ -1268,7 +1280,9 @@ def test_a_write_of_what_the_file_already_holds_says_so_and_is_no_finish(workspa
     calc_project(workspace)
     same = text("calc.py\n```python\n" + (workspace / "calc.py").read_text() + "```")
     steps = [same, text("Done.\nTASK_COMPLETE"), text(FIXED), text("Fixed.\nTASK_COMPLETE")]
-    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Fix the bug in calc.py.", rules=ONE_ATTEMPT
+    )
     told = last_message(requests[1])
     assert '"unchanged": "nothing changed: the file already held exactly this"' in told
     output = told.split("output:\n", 1)[1]  # the command and the check's last line only
@@ -1338,7 +1352,9 @@ def test_a_finish_with_a_block_that_was_not_saved_says_so(workspace):
     calc_project(workspace)
     unsaved = text("```python\ndef add(a, b):\n    return a + b\n```\nTASK_COMPLETE")
     steps = [text(STILL_WRONG), unsaved, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
-    result, requests, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Make the tests pass.", rules=ONE_ATTEMPT
+    )
     refused = last_message(requests[2])
     assert refused.startswith("Nothing was saved: the code in your reply was only shown (to save")
     assert "Not finished: the check fails as shown above (1 failed in" in refused
@@ -1353,7 +1369,9 @@ def test_code_shown_again_and_never_saved_is_no_finish_while_the_check_fails(wor
     calc_project(workspace)
     shown = [text(f"Like this:\n```python\n>>> add({n}, 1)\n{n + 1}\n```") for n in range(4)]
     steps = [shown[0], text("TASK_COMPLETE"), shown[1], shown[2], shown[3]]
-    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Fix the bug in calc.py.", rules=ONE_ATTEMPT
+    )
     refused = last_message(requests[3])
     assert refused.startswith("Nothing was saved: the code in your reply was only shown (")
     assert "Not finished: the check below fails." in refused and "assert -1 == 5" in refused
@@ -1424,7 +1442,9 @@ def test_a_test_file_with_asserts_at_the_top_level_is_run_as_a_script(workspace)
     (workspace / "test_calc.py").write_text(SCRIPT_TEST)
     steps = [text(STILL_WRONG), text("Fixed.\nTASK_COMPLETE"), text(FIXED)]
     steps += [text("Fixed.\nTASK_COMPLETE")]
-    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Fix the bug in calc.py.", rules=ONE_ATTEMPT
+    )
     assert "AssertionError: add(2, 3) should be 5" in last_message(requests[1])  # as a script
     assert last_message(requests[2]).startswith("Not finished: the check fails as shown above")
     assert result.status == "completed" and len(requests) == 4  # the script passed: accepted
@@ -1435,7 +1455,7 @@ def test_a_finish_whose_tests_keep_failing_ends_not_verified_never_completed(wor
     tests failing: after MAX_REFUSALS the run ends blocked, naming the check."""
     calc_project(workspace)
     steps = [text(STILL_WRONG), *[text("Implemented.\nTASK_COMPLETE")] * 3]
-    result, _, _ = embedded_run(workspace, steps, task="Make the tests pass.")
+    result, _, _ = embedded_run(workspace, steps, task="Make the tests pass.", rules=ONE_ATTEMPT)
     assert result.status == "blocked"
     assert result.message.startswith("not verified: python3 -m pytest")
 
@@ -1446,7 +1466,9 @@ def test_a_test_file_pytest_cannot_collect_is_no_finish(workspace):
     (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
     append = "```bash\necho 'def test_add():\\n    assert add(1, 1) == 2' >> test_calc.py\n```"
     steps = [text(append), *[text("Tests written.\nTASK_COMPLETE")] * 3]
-    result, requests, _ = embedded_run(workspace, steps, task="Write pytest tests for calc.py.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Write pytest tests for calc.py.", rules=ONE_ATTEMPT
+    )
     assert "SyntaxError" in last_message(requests[2])
     assert result.status == "blocked" and result.message.startswith("not verified")
 
@@ -1527,7 +1549,9 @@ def test_a_wait_after_an_untested_change_gets_the_finish_check(workspace):
         text("leap.py\n```python\n" + LEAP + "```"),
         text("TASK_COMPLETE"),
     ]
-    result, requests, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    result, requests, _ = embedded_run(
+        workspace, steps, task="Make leap.py pass its tests.", rules=ONE_ATTEMPT
+    )
     assert "Not finished: the check fails as shown above" in last_message(requests[3])
     assert result.status == "completed" and len(requests) == 5
 
@@ -2092,7 +2116,7 @@ def test_a_block_that_leaves_the_file_as_it_was_is_said_so_once(workspace):
     steps = [text(f"calc.py\n```python\n{whole}```")]
     steps.append(text("calc.py\n```python\ndef add(a, b):\n    return b - a\n```"))
     steps += [text(FIXED), text("Fixed.\nTASK_COMPLETE")]
-    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py")
+    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py", rules=ONE_ATTEMPT)
     told = last_message(requests[2])
     assert '"unchanged": "nothing changed: the file already held exactly this"' in told
     assert "this exact call" not in told and "nothing has changed since" not in told

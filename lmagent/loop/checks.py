@@ -241,6 +241,10 @@ class WorkChecks:
     programs changed since it last ran a command. `before_finishing` asks once."""
 
     def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
+        """Nothing changed, nothing asked: at the start, and when the task is begun again."""
         self.unchecked = False
         self.unrun: set[str] = set()
         self.asked = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from lmagent.loop.attempts import Attempts
 from lmagent.loop.checks import WorkChecks
 from lmagent.loop.endings import Blocked, Completed, Waiting
 from lmagent.loop.policy import Nudges
@@ -63,13 +64,25 @@ class Finish:
     """The finishing decisions of one run, each nudge given at most as often as it says."""
 
     def __init__(
-        self, rules: frozenset[str], nudges: Nudges, checks: WorkChecks, shell: Shell, look: Look
+        self,
+        rules: frozenset[str],
+        nudges: Nudges,
+        checks: WorkChecks,
+        shell: Shell,
+        look: Look,
+        attempts: Attempts,
     ):
         self.rules = rules
         self.nudges = nudges
         self.checks = checks  # what the model changed and has not looked at
         self.shell, self.look = shell, look
-        self.verifier = Verifier(shell, look)
+        self.attempts = attempts  # a stalled attempt is begun again, not ended
+        self.verifier = Verifier(shell, look, seen=attempts.checked)
+        self.new_attempt()
+
+    def new_attempt(self) -> None:
+        """Nothing nudged or refused yet: at the start, and when the task is begun again."""
+        self.verifier.new_attempt()
         self.nudged_open_work = False
         self.nudged_code = False
         self.nudged_nothing = False
@@ -80,7 +93,7 @@ class Finish:
     def before_start(self, task: str) -> str:
         """Before the first reply to a new task: the commands it quotes, run, and their output
         (lmagent.loop.verify), for the model to see the crash it is to fix; blank when none."""
-        self.verifier = Verifier(self.shell, self.look, task)
+        self.verifier = Verifier(self.shell, self.look, task, self.attempts.checked)
         return "task_commands" in self.rules and self.verifier.before_start()
 
     def call_succeeded(self) -> None:
@@ -182,7 +195,7 @@ class Finish:
         failed = self.verifier.failure(done.changed)
         if failed is None:
             return False
-        if self.verifier.exhausted():
+        if self.verifier.exhausted() and not self.attempts.due():
             raise Blocked(not_verified(failed))
         refusal = self.verifier.refusal(failed)
         told = f"{NOTHING_SAVED}\n\n{refusal}" if only_shown or code_shown else refusal

@@ -16,7 +16,14 @@ from lmagent.checkpoints.steps import Checkpoints, RestorePlan, RestoreRefused
 from lmagent.sandbox.select import SandboxUnavailable, quiesce
 from lmagent.sessions.store import SessionStore
 
-__all__ = ["RestoreRefused", "latest_session", "plan_restore", "restore_session", "steps_of"]
+__all__ = [
+    "RestoreRefused",
+    "latest_session",
+    "plan_restore",
+    "restore_session",
+    "steps_of",
+    "undo_steps_since",
+]
 
 
 def latest_session(workspace: Path | str) -> str:
@@ -46,12 +53,7 @@ def restore_session(
     None); the restore's record. Raises RestoreRefused, SessionNotFound or CheckpointError."""
     store = SessionStore(workspace)
     session_id = store.resolve(session_id)
-    active = [meta["id"] for meta in store.list() if store.is_busy(meta["id"])]
-    if active:
-        raise RestoreRefused(
-            f"a run is active on this workspace (session {active[0]}); stop it or wait for "
-            "it to finish, then restore"
-        )
+    refuse_while_running(store)
     with store.lock(session_id, wait=0):
         stopped = stop_sandboxed_processes(workspace)
         record = Checkpoints(workspace).restore(session_id, step, force)
@@ -66,6 +68,35 @@ def restore_session(
         finally:
             session.close()
     return record
+
+
+def refuse_while_running(store: SessionStore, own: str = "") -> None:
+    """RestoreRefused while a run other than the session `own`'s is active on the workspace."""
+    others = (meta["id"] for meta in store.list() if meta["id"] != own)
+    active = [session_id for session_id in others if store.is_busy(session_id)]
+    if active:
+        raise RestoreRefused(
+            f"a run is active on this workspace (session {active[0]}); stop it or wait for "
+            "it to finish, then restore"
+        )
+
+
+def undo_steps_since(workspace: Path | str, session_id: str, since: int) -> tuple[list[str], str]:
+    """For the run of `session_id` itself (it holds the session): put back the files its steps
+    after step `since` changed, as a restore recorded as a step (undoing it brings them back).
+    Returns the paths put back and the workspace's tree after; RestoreRefused (or
+    CheckpointError) when it cannot be done: another run is active, someone else edited the
+    files since the last step, the checkpoints are lost."""
+    checkpoints = Checkpoints(workspace)
+    steps = checkpoints.steps(session_id)
+    first = next((s["step"] for s in steps if s["step"] > since and s.get("changed")), None)
+    if first is None or not checkpoints.plan(session_id, first).files:
+        return [], ""
+    refuse_while_running(SessionStore(workspace), own=session_id)
+    stop_sandboxed_processes(workspace)
+    record = checkpoints.restore(session_id, first)
+    with checkpoints.repo.reading():
+        return record["changed"], checkpoints.repo.tree_of(record["after"])
 
 
 def stop_sandboxed_processes(workspace: Path | str) -> list[str]:

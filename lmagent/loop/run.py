@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lmagent.checkpoints.recorder import StepRecorder
+from lmagent.checkpoints.shadow import CheckpointError
 from lmagent.core.config import Config
 from lmagent.core.status import STATUS_ERROR, STATUS_RUNNING
 from lmagent.core.stop import StopToken
@@ -31,6 +32,7 @@ from lmagent.llm.client import (
     Reply,
 )
 from lmagent.llm.toolcalls import FormatError
+from lmagent.loop.attempts import Attempts
 from lmagent.loop.calls import CallRunner, error_of
 from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
 from lmagent.loop.conversation import Conversation
@@ -63,12 +65,14 @@ from lmagent.loop.prompts import (
     PLAN_REQUEST,
     cut_in_block_nudge,
     final_text,
+    fresh_start_note,
     parse_plan,
     parse_wait,
     resume_message,
     system_prompt,
 )
 from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
+from lmagent.loop.restore import RestoreRefused, undo_steps_since
 from lmagent.loop.verify import CHECK_ENV, CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
@@ -160,7 +164,7 @@ class AgentRun:
         self.error = ""  # the first error they met
         self.step_ok = False  # a call of this step succeeded
         self.rules = _known(rules)  # the small-model rules applied (lmagent.loop.policy)
-        self.nudges, self.repeats, self.finishing = self.small_model_rules()
+        self.nudges, self.repeats, self.attempts, self.finishing = self.small_model_rules()
         self.checkpoints = StepRecorder(
             config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
         )
@@ -197,9 +201,10 @@ class AgentRun:
             enough,
         )
 
-    def small_model_rules(self) -> tuple[Nudges, Repeats, Finish]:
+    def small_model_rules(self) -> tuple[Nudges, Repeats, Attempts, Finish]:
         """The rules beside the loop (lmagent.loop.policy names them): the nudges they speak
-        with, a reply repeating an earlier one, a reply without tool calls."""
+        with, a reply repeating an earlier one, an attempt begun again, a reply without tool
+        calls."""
         nudges = Nudges(self.say, self.session.append)
         repeats = Repeats(
             self.rules,
@@ -209,8 +214,9 @@ class AgentRun:
             self.files,
             self.parser.text_calls_in,
         )
-        finishing = Finish(self.rules, nudges, self.checks, self.harness_shell, self.look)
-        return nudges, repeats, finishing
+        attempts = Attempts(self.rules, repeats.small)
+        finishing = Finish(self.rules, nudges, self.checks, self.harness_shell, self.look, attempts)
+        return nudges, repeats, attempts, finishing
 
     def tool_context(self) -> ToolContext:
         """What the run's tools see of it."""
@@ -330,6 +336,7 @@ class AgentRun:
         self.count_iteration()
         self.conversation.compact_if_needed()
         answering = self.conversation.reply_rule() == "answer"
+        self.attempts.begin(len(self.session.history), self.session.revision, self.steps_taken)
         reply = self.repeats.resampled(self.query(unlike=self.repeats.unlike()), self.reply_again)
         said, before = self.repeats.notice(reply), self.files()
         self.calls.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
@@ -338,7 +345,43 @@ class AgentRun:
             self.take(reply, answering)
         finally:  # what it did, for a repeat of it to be known
             self.repeats.remember(said, before, self.calls.ran, self.error)
+        if self.attempts.due() and self.start_again():
+            return
         self.count_progress(self.calls.changes > changes or (self.step_ok and not repeat))
+
+    def steps_taken(self) -> int:
+        """The session's checkpoint steps so far (the last one's number)."""
+        steps = self.checkpoints.checkpoints.steps(self.session.id)
+        return steps[-1]["step"] if steps else 0
+
+    def start_again(self) -> bool:
+        """Undo the attempt whose check keeps failing and begin the task again from the history
+        it began with (rule fresh_start, lmagent.loop.attempts); False when its files cannot be
+        put back (the run goes on as it was)."""
+        attempts, failed = self.attempts, self.attempts.failed
+        start, revision = attempts.opening
+        try:
+            if revision != self.session.revision:  # compacted since: its start is gone
+                raise RestoreRefused("the history was compacted during the attempt")
+            stop_run_processes(self.ctx)
+            put_back, tree = undo_steps_since(
+                self.config.workspace, self.session.id, attempts.steps_before
+            )
+        except (RestoreRefused, CheckpointError) as exc:
+            self.say(f"cannot begin the task again ({exc}); going on with this attempt")
+            attempts.give_up()
+            return False
+        self.checkpoints.tree = tree or self.checkpoints.tree
+        told = fresh_start_note(failed.last_line(), put_back)
+        note = {"role": "user", "content": told, "note": "again"}
+        self.session.record_compaction(start, len(self.session.history), note)
+        attempts.restarted(self.session.revision, self.steps_taken())
+        self.finishing.new_attempt()
+        self.checks.clear()
+        self.nudges.forgive()
+        self.progress.idle = 0
+        self.say(f"the check fails again ({failed.last_line()}): attempt undone, task begun again")
+        return True
 
     def count_progress(self, progressed: bool) -> None:
         """End the run (blocked) after steps in a row that changed nothing and ran nothing new
@@ -492,7 +535,7 @@ class AgentRun:
     ) -> Reply:
         """One reply, at `temperature` or at the one the repeats rules choose; stopped early
         when it begins as one of `unlike` does (lmagent.loop.repeats)."""
-        temperature = temperature or self.repeats.next_temperature()
+        temperature = temperature or self.attempts.temperature() or self.repeats.next_temperature()
         return self.conversation.query(tools, temperature, unlike or [])
 
     def reply_again(self, temperature: float, unlike: list[str]) -> Reply:

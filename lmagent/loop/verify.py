@@ -66,6 +66,7 @@ MAX_REFUSALS = 2  # finishes refused for a failing check before the run ends not
 # None when not allowed
 Shell = Callable[[str, bool], dict | None]
 Look = Callable[[str, dict], dict]
+Seen = Callable[["Check"], None]
 
 
 @dataclass
@@ -169,9 +170,10 @@ class Verifier:
     """The checks of one run: `before_start` runs the task's commands; `failure` runs the check
     that applies to a finish and returns it when it failed; `refuse` counts the refusals."""
 
-    def __init__(self, shell: Shell, look: Look, task: str = ""):
+    def __init__(self, shell: Shell, look: Look, task: str = "", seen: Seen = lambda check: None):
         self.shell = shell
         self.look = look
+        self.seen = seen  # each check run after a change or for a finish
         self.commands = task_commands(task, look) if task else []  # shown before the start
         self.quoted = task_commands(task, look, bare=False) if task else []  # checks
         self.refused = 0
@@ -179,6 +181,7 @@ class Verifier:
         self.failed_after_write = False  # the check run after the last write or edit failed
         self.programs_ran: dict[str, Check] = {}  # the last finish's clean runs, by program
         self.shown: tuple | None = None  # how the last check the model was shown ended
+        self.shown_first: tuple | None = None  # how the task's commands ended (before_start)
 
     def before_start(self) -> str:
         """The task's commands run now, as a message for the model; blank when none ran. A
@@ -188,7 +191,7 @@ class Verifier:
         checks = [c for c in map(self.run, self.commands) if c is not None and not c.usage_error]
         if not checks:
             return ""
-        self.shown = checks[-1].outcome
+        self.shown = self.shown_first = checks[-1].outcome
         shown = "\n\n".join(f"```\n{check.shown()}\n```" for check in checks)
         return f"The commands named in the task, run before you start:\n\n{shown}"
 
@@ -201,6 +204,8 @@ class Verifier:
             commands = self.scripts()
             checks = [check for check in map(self.run, commands) if check is not None]
         failed = next((check for check in checks if check.failed), None)
+        if checks:
+            self.seen(failed or checks[-1])
         self.programs_ran = {
             shlex.split(check.command)[-1]: check
             for check in checks
@@ -236,6 +241,7 @@ class Verifier:
         check = self.run(CHECK_ENV + command, ask=False) if command else None
         if check is None or check.collected_nothing:
             return None
+        self.seen(check)
         self.confirmed = not check.failed
         self.failed_after_write = check.failed
         return check
@@ -289,6 +295,14 @@ class Verifier:
 
     def exhausted(self) -> bool:
         return self.refused >= MAX_REFUSALS
+
+    def new_attempt(self) -> None:
+        """The task begun again (lmagent.loop.attempts): nothing refused or confirmed yet, and
+        the model has been shown only what the task's commands gave."""
+        self.refused = 0
+        self.confirmed = self.failed_after_write = False
+        self.programs_ran = {}
+        self.shown = self.shown_first
 
 
 def not_verified(check: Check) -> str:

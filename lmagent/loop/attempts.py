@@ -1,0 +1,93 @@
+"""A small model's attempts at its task (rule `fresh_start`): when the harness's check keeps
+failing, the attempt is undone and the task begun again from its opening, sampled.
+
+A 1.5B model told that its solution fails its tests rarely repairs it: on held-out Exercism
+exercises it wrote the same reply again, said that nothing was wrong, or answered "I cannot
+reproduce the issue", each copy of the failed attempt in its history making the next likelier.
+An independent new try, sampled, is what the model does better: its history then holds the
+task and nothing it got wrong. So when a check fails with no fewer failures than the best of
+the attempt so far (the second failing check at the earliest), the files the attempt changed
+go back as they were (the checkpoint restore that `--undo` makes, recorded as a step of the
+session, so the attempt can be brought back), the history the model is sent is cut back to
+what it was before the attempt's first reply (the transcript keeps every message), and the
+next reply is sampled at FRESH_TEMPERATURE. At most RESTARTS times; then the run goes on to
+its ending as before ("not verified" while the check fails).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from lmagent.loop.verify import Check
+
+RESTARTS = 2  # new attempts after the first
+FRESH_TEMPERATURE = 0.7  # the first reply of a new attempt
+COUNTED = re.compile(r"(\d+) (?:failed|errors?)\b")  # pytest's counts: "3 failed, 1 error"
+
+
+def failures(check: Check) -> int:
+    """How badly a check failed: the tests failing or erring in a pytest run, else 1 (0 when
+    it passed)."""
+    if not check.failed:
+        return 0
+    outcome = check.outcome
+    counted = sum(int(n) for n in COUNTED.findall(outcome[0])) if outcome else 0
+    return counted or 1
+
+
+class Attempts:
+    """The attempts of one run. `small` says whether the rule applies now (a model calling
+    tools as text, sampled cold)."""
+
+    def __init__(self, rules: frozenset[str], small: Callable[[], bool]):
+        self.on = "fresh_start" in rules
+        self.small = small
+        self.restarts = 0
+        self.opening: tuple[int, int] | None = None  # (history length, revision) at its start
+        self.steps_before = 0  # the session's checkpoint steps when the attempt began
+        self.best: int | None = None  # the fewest failures a check of this attempt had
+        self.failed: Check | None = None  # the check that stalled the attempt
+        self.sample = False  # the next reply begins a new attempt: sampled
+
+    def begin(self, history_length: int, revision: int, steps: Callable[[], int]) -> None:
+        """Before a reply: the first of the run begins the attempt, with the history as it is
+        and the session's checkpoint `steps` so far."""
+        if self.on and self.opening is None:
+            self.opening = (history_length, revision)
+            self.steps_before = steps()
+
+    def checked(self, check: Check) -> None:
+        """A check the harness ran after a change or for a finish: the attempt is stalled when
+        it fails with no fewer failures than the attempt's best; never once one passed (a
+        model that breaks what worked is shown that, its work is not undone)."""
+        count = failures(check)
+        if count and self.best is not None and 0 < self.best <= count:
+            self.failed = check
+        self.best = count if self.best is None else min(self.best, count)
+
+    def due(self) -> bool:
+        """Whether the attempt is to be undone and the task begun again."""
+        return self.possible() and self.failed is not None
+
+    def possible(self) -> bool:
+        """Whether a new attempt may still be made (the rule applies, restarts are left)."""
+        return self.on and self.small() and self.restarts < RESTARTS and self.opening is not None
+
+    def restarted(self, revision: int, steps: int) -> None:
+        """A new attempt begins from the same opening (the history cut back to it, now at
+        `revision`), after the session's checkpoint `steps` so far."""
+        self.restarts += 1
+        self.opening = (self.opening[0], revision)
+        self.steps_before = steps
+        self.best, self.failed, self.sample = None, None, True
+
+    def give_up(self) -> None:
+        """No new attempt can be made in this run (its files could not be put back)."""
+        self.restarts = RESTARTS
+        self.failed = None
+
+    def temperature(self) -> float | None:
+        """FRESH_TEMPERATURE for the first reply of a new attempt, once."""
+        sample, self.sample = self.sample, False
+        return FRESH_TEMPERATURE if sample else None

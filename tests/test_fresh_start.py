@@ -1,0 +1,205 @@
+"""A small model's attempt whose check fails again is undone, and the task begun again from its
+opening, sampled (rule fresh_start, lmagent/loop/attempts.py).
+
+Seen on held-out Exercism exercises: told its solution failed its tests, the 1.5B model wrote
+the same reply again, then said nothing was wrong, then "I cannot reproduce the issue", until
+the run ended not verified. An independent new try, its history holding only the task, is what
+such a model does better.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lmagent.checkpoints.steps import Checkpoints
+from lmagent.loop.attempts import FRESH_TEMPERATURE, RESTARTS, failures
+from lmagent.loop.restore import restore_session
+from lmagent.loop.run import RULES
+from lmagent.loop.verify import Check
+from tests.conftest import wait_for
+from tests.scripted_llm import text
+from tests.test_race import GUARD, SWAPPER, _host_state
+from tests.test_sandbox_restore_race import CANARY, Survivor, swappers
+from tests.test_small_model_actions import (
+    ADD_BUG,
+    FIXED,
+    STILL_WRONG,
+    TEST_CALC,
+    calc_project,
+    embedded_run,
+    last_message,
+)
+from tests.test_small_models import embedded_config, llama_cpp, run
+
+pytest_plugins = ["tests.sandbox_fixtures"]
+
+TIMES_WRONG = "calc.py\n```python\ndef add(a, b):\n    return a * b\n```"
+DONE = text("Fixed.\nTASK_COMPLETE")
+TASK = "Fix the bug in calc.py."
+
+
+def statuses(events: list[dict]) -> list[str]:
+    return [e["message"] for e in events if e["type"] == "status"]
+
+
+def began_again(events: list[dict]) -> list[str]:
+    return [line for line in statuses(events) if "attempt undone, task begun again" in line]
+
+
+def test_a_check_failing_again_undoes_the_attempt_and_begins_the_task_again(workspace):
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
+    result, requests, events = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "completed" and "a + b" in (workspace / "calc.py").read_text()
+    first, again = requests[0]["messages"], requests[2]["messages"]
+    assert again[:-1] == first  # the history it began with, the attempt gone
+    note = again[-1]["content"]
+    assert note.startswith("[An earlier attempt at this task was undone: its check kept failing")
+    assert "(calc.py)" in note and "1 failed" in note
+    temperatures = [r["temperature"] for r in requests]
+    assert temperatures == [0.0, 0.0, FRESH_TEMPERATURE, 0.0]  # the new attempt's first, sampled
+    assert len(began_again(events)) == 1
+
+
+def test_the_new_attempt_begins_with_the_files_as_they_were(workspace):
+    """The new attempt's edit finds the text the attempt undone had replaced: the files went
+    back before the next reply was asked for."""
+    calc_project(workspace)
+    edit = "```bash\nsed -i 's/a - b/a + b/' calc.py\n```"
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(edit), DONE]
+    result, _, _ = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "completed"
+    assert (workspace / "calc.py").read_text() == ADD_BUG.replace("a - b", "a + b")
+
+
+def test_the_attempt_undone_is_a_step_that_can_itself_be_undone(workspace):
+    """Nothing is lost: the undoing is recorded like `--undo`'s restore, and restoring to
+    before it brings the attempt's files back."""
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
+    result, _, _ = embedded_run(workspace, steps, task=TASK)
+    steps = Checkpoints(workspace).steps(result.session_id)
+    undone = [s for s in steps if s.get("kind") == "restore"]
+    assert len(undone) == 1 and undone[0]["changed"] == ["calc.py"]
+    restore_session(workspace, result.session_id, undone[0]["step"])
+    assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a * b\n"
+
+
+def test_a_check_failing_with_fewer_failures_is_progress_and_goes_on(workspace):
+    (workspace / "calc.py").write_text(ADD_BUG + "\n\ndef mul(a, b):\n    return a + b\n")
+    tests = TEST_CALC + "\n\ndef test_mul():\n    from calc import mul\n    assert mul(2, 3) == 6\n"
+    (workspace / "test_calc.py").write_text(tests)
+    both_wrong = "calc.py\n```python\ndef add(a, b):\n    return b - a\n```"
+    one_wrong = FIXED
+    mul_fixed = "calc.py\n```python\ndef mul(a, b):\n    return a * b\n```"
+    steps = [text(both_wrong), text(one_wrong), text(mul_fixed), DONE]
+    result, requests, events = embedded_run(workspace, steps, task="Make the tests pass.")
+    assert "2 failed" in last_message(requests[1]) and "1 failed" in last_message(requests[2])
+    assert result.status == "completed" and began_again(events) == []
+
+
+def test_the_task_is_begun_again_at_most_restarts_times_then_ends_not_verified(workspace):
+    calc_project(workspace)
+    wrong = [
+        f"calc.py\n```python\ndef add(a, b):\n    return a - b + {n}\n```" for n in range(10, 20)
+    ]
+    steps = [text(reply) for reply in wrong[: 2 * (RESTARTS + 1)]]
+    steps += [text("Done.\nTASK_COMPLETE")] * 3  # refused, said again, asked again
+    result, requests, events = embedded_run(workspace, steps, task=TASK)
+    assert len(began_again(events)) == RESTARTS
+    assert result.status == "blocked" and result.message.startswith("not verified: python3 -m")
+    assert len(requests) == len(steps)
+
+
+def test_without_the_rule_the_attempt_goes_on(workspace):
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
+    result, requests, events = embedded_run(
+        workspace, steps, task=TASK, rules=RULES - {"fresh_start"}
+    )
+    assert result.status == "completed" and began_again(events) == []
+    assert "a * b" in str(requests[2]["messages"])  # the attempt is still in its history
+
+
+def test_a_passing_check_ends_the_chance_of_beginning_again(workspace):
+    """A model that breaks what worked is shown that; its work is not undone."""
+    calc_project(workspace)
+    steps = [text(FIXED), text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
+    result, _, events = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "completed" and began_again(events) == []
+
+
+def test_a_model_sampled_warm_is_never_begun_again(workspace):
+    """The rule is a small model's (text calls, sampled cold): one sampled warm already gives
+    a new reply each time."""
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
+    with llama_cpp(steps) as llm:
+        events: list[dict] = []
+        config = embedded_config(workspace, llm, llm_temperature=1.0)
+        result = run(config, TASK, events)
+    assert began_again(events) == [] and result.status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("output", "counted"),
+    [
+        ("F.\n=== 1 failed, 1 passed in 0.01s ===", 1),
+        ("FE\n3 failed, 2 errors in 0.10s", 5),
+        ("E\n1 error in 0.02s", 1),
+        ("Traceback...\nSyntaxError: invalid syntax", 1),  # failed, not counted: one
+    ],
+)
+def test_how_badly_a_check_failed(output, counted):
+    command = "python3 -m pytest -q" if "in 0." in output else "python3 calc.py"
+    assert failures(Check(command, {"exit_code": 1, "output": output})) == counted
+    assert failures(Check(command, {"exit_code": 0, "output": "1 passed"})) == 0
+
+
+# --------------------------------------------------------------------------- attack
+
+
+@pytest.fixture(params=["docker", "bwrap"])
+def swapped(request, make_sandbox, sandbox_image, tmp_path):
+    """(workspace, host folder, backend, the host folder's state) with a swapper alive in the
+    workspace's sandbox exchanging the folder `d` with a link to the host folder."""
+    workspace, host = (tmp_path / "ws").resolve(), (tmp_path / "host").resolve()
+    workspace.mkdir()
+    host.mkdir()
+    (host / "file.txt").write_text(CANARY)
+    (workspace / "d").mkdir()
+    (workspace / "d" / "file.txt").write_text("mine\n")
+    (workspace / "race_swapper.py").write_text(SWAPPER.read_text())
+    calc_project(workspace)
+    before = _host_state(host)
+    survivor = Survivor(request.param, workspace, host, make_sandbox, sandbox_image)
+    try:
+        yield workspace, host, request.param, before
+    finally:
+        survivor.close()
+    assert _host_state(host) == before, "undoing an attempt wrote outside the workspace"
+
+
+def test_undoing_an_attempt_never_writes_through_a_link_a_sandboxed_process_swaps_in(
+    swapped, sandbox_image
+):
+    """Attack: a process the model left in the sandbox exchanges a folder of the workspace with
+    a link to a host folder in a tight loop while the attempt's files are put back. The
+    sandboxed processes are stopped first; a restore that then finds files changed behind the
+    run's back is refused and the run goes on with its attempt. The host folder is untouched
+    either way. Run with -s to see which."""
+    workspace, host, backend, before = swapped
+    assert swappers(host)
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
+    with llama_cpp(steps) as llm:
+        events: list[dict] = []
+        config = embedded_config(
+            workspace, llm, sandbox_backend=backend, sandbox_image=sandbox_image
+        )
+        result = run(config, TASK, events)
+    assert result.status == "completed"
+    said = [line for line in statuses(events) if "begun again" in line or "begin the" in line]
+    assert said and ("begun again" in said[0] or "cannot begin the task again" in said[0])
+    print(f"{backend}: {said[0]}; 0 writes outside the workspace")
+    wait_for(lambda: swappers(host) == [], GUARD, "the swapper to be stopped")
+    assert _host_state(host) == before
