@@ -61,6 +61,17 @@ def test_a_check_failing_again_undoes_the_attempt_and_begins_the_task_again(work
     assert len(began_again(events)) == 1
 
 
+def test_a_failing_change_proposed_again_begins_the_task_again(workspace):
+    """The 1.5B model sent its failing solution again three times (not saved: it had failed),
+    then said it was done: the first time already, the attempt is undone."""
+    calc_project(workspace)
+    steps = [text(STILL_WRONG)] * 3 + [text(FIXED), DONE]  # the third: the repeat asked again
+    result, requests, events = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "completed" and len(began_again(events)) == 1
+    assert requests[3]["messages"][:-1] == requests[0]["messages"]
+    assert requests[3]["temperature"] == FRESH_TEMPERATURE
+
+
 def test_the_new_attempt_begins_with_the_files_as_they_were(workspace):
     """The new attempt's edit finds the text the attempt undone had replaced: the files went
     back before the next reply was asked for."""

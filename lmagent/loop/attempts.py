@@ -4,14 +4,15 @@ failing, the attempt is undone and the task begun again from its opening, sample
 A 1.5B model told that its solution fails its tests rarely repairs it: on held-out Exercism
 exercises it wrote the same reply again, said that nothing was wrong, or answered "I cannot
 reproduce the issue", each copy of the failed attempt in its history making the next likelier.
-An independent new try, sampled, is what the model does better: its history then holds the
-task and nothing it got wrong. So when a check fails with no fewer failures than the best of
-the attempt so far (the second failing check at the earliest), the files the attempt changed
-go back as they were (the checkpoint restore that `--undo` makes, recorded as a step of the
-session, so the attempt can be brought back), the history the model is sent is cut back to
-what it was before the attempt's first reply (the transcript keeps every message), and the
-next reply is sampled at FRESH_TEMPERATURE. At most RESTARTS times; then the run goes on to
-its ending as before ("not verified" while the check fails).
+A new try, sampled, from a history that holds only the task, is not weighed down by them. So
+when a check fails with no fewer failures than the best of the attempt so far (the second
+failing check at the earliest), or the model proposes again an action that failed after such
+a check, the files the attempt changed go back as they were (the checkpoint restore that
+`--undo` makes, recorded as a step of the session, so the attempt can be brought back), the
+history the model is sent is cut back to what it was before the attempt's first reply (the
+transcript keeps every message), and the next reply is sampled at FRESH_TEMPERATURE. At most
+RESTARTS times; then the run goes on to its ending as before ("not verified" while the check
+fails).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Attempts:
         self.steps_before = 0  # the session's checkpoint steps when the attempt began
         self.best: int | None = None  # the fewest failures a check of this attempt had
         self.failed: Check | None = None  # the check that stalled the attempt
+        self.last: Check | None = None  # the attempt's last failing check
         self.sample = False  # the next reply begins a new attempt: sampled
 
     def begin(self, history_length: int, revision: int, steps: Callable[[], int]) -> None:
@@ -65,6 +67,15 @@ class Attempts:
         if count and self.best is not None and 0 < self.best <= count:
             self.failed = check
         self.best = count if self.best is None else min(self.best, count)
+        self.last = check if count else None
+
+    def repeated(self) -> None:
+        """The model proposed again an action that failed, nothing changed since (not run:
+        lmagent.loop.repeats): after a failing check of the attempt, the attempt is stalled as
+        if that check had failed again (the 1.5B model sent its failing solution again three
+        times, then said it was done)."""
+        if self.last is not None:
+            self.failed = self.last
 
     def due(self) -> bool:
         """Whether the attempt is to be undone and the task begun again."""
@@ -80,7 +91,7 @@ class Attempts:
         self.restarts += 1
         self.opening = (self.opening[0], revision)
         self.steps_before = steps
-        self.best, self.failed, self.sample = None, None, True
+        self.best, self.failed, self.last, self.sample = None, None, None, True
 
     def give_up(self) -> None:
         """No new attempt can be made in this run (its files could not be put back)."""

@@ -445,6 +445,7 @@ class AgentRun:
             self.finishing.decide(reply.content, self.done())
             return
         if self.repeats.fails_again(reply, message):
+            self.attempts.repeated()
             return
         self.nudges.forgive()
         self.run_calls(message, calls, native)
