@@ -1301,7 +1301,8 @@ def test_the_same_failing_write_again_is_not_saved_and_asked_to_change(workspace
     calc_project(workspace)
     same = text(STILL_WRONG)
     steps = [same, same, same, same, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
-    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    task = "Fix the bug in calc.py."
+    result, requests, _ = embedded_run(workspace, steps, task=task, rules=ONE_ATTEMPT)
     temperatures = [r["temperature"] for r in requests]
     assert temperatures[:4] == [0.0, 0.0, UNSTICK_TEMPERATURE, UNSTICK_TEMPERATURE]
     told = last_message(requests[4])
