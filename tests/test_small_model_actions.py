@@ -21,6 +21,7 @@ from lmagent.loop.compaction import SUMMARY_MARK
 from lmagent.loop.merge import examples_apart, merge_python
 from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import NO_PROGRESS_STEPS, RULES, UNSTICK_TEMPERATURE
+from lmagent.loop.verify import CHECK_ENV, PYTEST, Check, unpadded
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
 from tests.conftest import make_config
 from tests.scripted_llm import text
@@ -1159,11 +1160,14 @@ def test_a_finish_is_refused_while_the_tests_fail_and_accepted_when_they_pass(wo
     assert result.status == "completed" and len(requests) == 4
 
 
-def test_a_long_failing_test_run_shows_its_first_failure_short_and_its_counts(workspace):
+def test_a_long_failing_test_run_shows_its_first_failures_short_the_next_listed_and_counts(
+    workspace,
+):
     """The check's output as the model sees it: short tracebacks (the failing line and its
-    error; a test's 20 lines of dict literals came before the TypeError that mattered), the
-    middle cut between lines, so the first failure and the counts at the end are both there
-    (the end alone showed a list of FAILED lines and began mid-word)."""
+    error; a test's 20 lines of dict literals came before the TypeError that mattered) of the
+    first two failing tests, the next six as one line each with their error, how many more,
+    and the counts at the end (24 failing tests shown whole filled 1,500 characters with
+    tracebacks of the same error, read again at every check)."""
     tests = "".join(
         f"def test_{n}():\n    expected = {{'n': {n}}}\n    assert {{'n': -1}} == expected, "
         f"'failure number {n}'\n\n\n"
@@ -1175,8 +1179,10 @@ def test_a_long_failing_test_run_shows_its_first_failure_short_and_its_counts(wo
     _, requests, _ = embedded_run(workspace, steps, task=task)
     shown = last_message(requests[0])
     assert "$ python3 -m pytest -q test_many.py --tb=short" in shown
-    assert "failure number 0" in shown and "40 failed" in shown
-    assert "characters cut …]\n" in shown and "failure number 20" not in shown
+    assert "\n=== FAILURES ===\n___ test_0 ___\n" in shown and "\n___ test_1 ___\n" in shown
+    assert "\n=== the other failing tests ===\nFAILED test_2 - AssertionError: failure" in shown
+    assert "FAILED test_7 - " in shown and "test_8" not in shown and "___ test_2" not in shown
+    assert "\n(and 32 more)\n40 failed" in shown and "characters cut" not in shown
 
 
 def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace):
@@ -1185,15 +1191,45 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
     calc_project(workspace)
     message = "the input base must be at least 2, and this message says so in a long line"
     (workspace / "test_calc.py").write_text(
-        f"from calc import add\n\n\ndef test_add_of_two_numbers():\n"
-        f"    assert add(2, 3) == 5, {message!r}\n"
+        "from calc import add\n"
+        + "".join(
+            f"\n\ndef test_add_{n}():\n    assert add(2, 3) == 5, {message!r}\n" for n in range(3)
+        )
     )
     steps = [text(STILL_WRONG), text(FIXED), text("TASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py.")
     shown = str(requests[1]["messages"][-1]["content"])
-    assert f"FAILED test_calc.py::test_add_of_two_numbers - AssertionError: {message}" in shown
-    assert "\n=== FAILURES ===\n___ test_add_of_two_numbers ___\n" in shown  # not padded
-    assert "F [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
+    assert f"FAILED test_add_2 - AssertionError: {message}" in shown  # the third: listed
+    assert "\n=== FAILURES ===\n___ test_add_0 ___\n" in shown  # not padded
+    assert "FFF [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
+
+
+def pytest_check(folder) -> Check:
+    """pytest run in `folder` as the harness runs it, as the check it makes."""
+    command = PYTEST.removeprefix(CHECK_ENV)
+    env = {**os.environ, "COLUMNS": "160", "PYTHONDONTWRITEBYTECODE": "1"}
+    ran = subprocess.run(
+        command.split(), cwd=folder, env=env, capture_output=True, text=True, check=False
+    )
+    return Check(command, {"output": ran.stdout + ran.stderr, "exit_code": ran.returncode})
+
+
+def test_a_test_file_that_cannot_be_imported_shows_its_error_once(tmp_path):
+    """A collection error (the solution's syntax error) is shown as pytest gave it, once: not
+    again as a line of the other failing tests, nor pytest's "Interrupted" banner."""
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a +\n")
+    (tmp_path / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n    pass\n")
+    shown = pytest_check(tmp_path).shown()
+    assert "\n=== ERRORS ===\n___ ERROR collecting test_calc.py ___\n" in shown, shown
+    assert "SyntaxError" in shown and "other failing" not in shown and "!" not in shown
+    assert shown.splitlines()[-1].startswith("1 error in")
+
+
+def test_a_passing_test_run_is_shown_as_pytest_printed_it(tmp_path):
+    (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
+    check = pytest_check(tmp_path)
+    assert check.shown().endswith(unpadded(str(check.result["output"]).strip()))
+    assert check.shown().endswith(". [100%]\n1 passed in " + check.last_line().split(" in ")[1])
 
 
 def test_a_programs_own_rules_are_shown_as_it_printed_them(workspace):

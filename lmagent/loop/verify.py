@@ -59,6 +59,15 @@ NO_TESTS = 5  # pytest's exit code when it collected no test: the test files are
 USAGE_ERROR = 2  # argparse's exit code: the program wants arguments, it did not crash
 MAX_COMMANDS = 2  # task commands run
 SHOWN_CHARS = 1500  # of a check's output: its start (the first failure) and its end (the counts)
+# of a pytest run's failing tests, shown to the model: the first ones with their tracebacks (each
+# cut to FAILURE_CHARS), the next ones as their summary line (the error), then only how many more
+TRACED_FAILURES = 2
+LISTED_FAILURES = 6
+FAILURE_CHARS = 500
+RULE = re.compile(r"^(={3}|_{3}) (.+) \1$")  # "=== FAILURES ===", "___ test_x ___", unpadded
+FAILURE_SECTIONS = ("FAILURES", "ERRORS")
+SUMMARY_SECTION = "short test summary info"
+NODE_PATH = re.compile(r"^(FAILED|ERROR) \S*::")  # "FAILED x_test.py::XTest::", before the name
 CHECK_TIMEOUT = 60
 MAX_REFUSALS = 2  # finishes refused for a failing check before the run ends not verified
 
@@ -102,7 +111,7 @@ class Check:
         the model."""
         output = str(self.result.get("output") or "").strip()
         if PYTEST_RUN.match(self.command):  # a program's own dashes are its output
-            output = unpadded(output)
+            output = condensed(unpadded(output))
         output = cut_middle(output, SHOWN_CHARS, "\n[… {} characters cut …]\n")
         code = self.result.get("exit_code")
         ended = "timed out" if code is None else f"exit code {code}"
@@ -148,6 +157,58 @@ def unpadded(output: str) -> str:
     of the characters shown."""
     output = RULE_LINE.sub(lambda m: f"{m[1] * 3} {m[2]} {m[1] * 3}" if m[2] else m[1] * 3, output)
     return PROGRESS_PADDING.sub(r" \1", output)
+
+
+def condensed(output: str) -> str:
+    """A pytest run's output (its rules unpadded) as the model is shown it: its progress line,
+    the first TRACED_FAILURES failing tests with their tracebacks, the next LISTED_FAILURES as
+    their summary lines ("FAILED test_x - AssertionError: None != []"), how many more, and its
+    counts; unchanged when nothing failed. Shown whole, 24 failing tests filled the 1,500
+    characters with tracebacks of the same error (about 450 prompt tokens, 11 s of reading on
+    2 cores, at every check of a run that fixed one function at a time)."""
+    lines = output.splitlines()
+    head, tests, summary, section = [], [], [], None
+    for line in lines[:-1]:  # the last line is the counts
+        rule = RULE.match(line)
+        if rule and rule[1] == "===":
+            section = rule[2]
+        elif section is None:
+            head.append(line)
+        elif section in FAILURE_SECTIONS:
+            if rule or not tests:
+                tests.append([line])
+            else:
+                tests[-1].append(line)
+        elif section == SUMMARY_SECTION and line.startswith(("FAILED ", "ERROR ")):
+            summary.append(NODE_PATH.sub(r"\1 ", line))
+    if not tests:
+        return output
+    traced = [
+        cut_middle("\n".join(test), FAILURE_CHARS, "\n[… {} characters cut …]\n")
+        for test in tests[:TRACED_FAILURES]
+    ]
+    listed = [line for line in summary if not any(shows(test, line) for test in traced)]
+    more = len(listed) - LISTED_FAILURES
+    shown = [*head, f"=== {section_of(tests)} ===", *traced]
+    if listed:
+        shown += ["=== the other failing tests ===", *listed[:LISTED_FAILURES]]
+    if more > 0:
+        shown.append(f"(and {more} more)")
+    return "\n".join([*shown, lines[-1]])
+
+
+def section_of(tests: list[list[str]]) -> str:
+    """The title pytest gave the failing tests shown: errors when the first is one."""
+    return "ERRORS" if tests[0][0].startswith("___ ERROR") else "FAILURES"
+
+
+def shows(traced: str, summary: str) -> bool:
+    """Whether a failing test's traceback (`traced`, from its "___ XTest.test_x ___" or "___
+    ERROR collecting x_test.py ___") is the one a summary line ("FAILED test_x - ...", "ERROR
+    x_test.py") names."""
+    title = traced.split("\n", 1)[0].strip("_ ")
+    name = summary.split(" ", 1)[1].split(" - ", 1)[0]
+    return title == name or title.endswith((f".{name}", f" {name}"))
 
 
 def short_tracebacks(command: str) -> str:
