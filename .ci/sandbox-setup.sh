@@ -35,5 +35,8 @@ if ! docker run --rm --network none "$image" sh -c 'command -v python && command
     echo "sandbox-setup: building $image"
     python sandboxed_shell.py --build
 fi
-SANDBOX_BACKEND=docker python sandboxed_shell.py --check
-SANDBOX_BACKEND=bwrap python sandboxed_shell.py --check
+# checked in a folder of its own: a workspace gets a .lmagent.md (the sandbox's mount point)
+checked="$(mktemp -d)"
+WORKSPACE="$checked" SANDBOX_BACKEND=docker python sandboxed_shell.py --check
+WORKSPACE="$checked" SANDBOX_BACKEND=bwrap python sandboxed_shell.py --check
+rm -rf "$checked"
