@@ -1187,7 +1187,8 @@ def test_a_long_failing_test_run_shows_its_first_failures_short_the_next_listed_
 
 def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace):
     """pytest cuts a failure's summary line to the terminal's width: "FAILED
-    all_your_base_test.py::...::test_input_base_is_zero - Asse..." hid what was expected."""
+    all_your_base_test.py::...::test_input_base_is_zero - Asse..." hid what was expected; the
+    task's own command, run before the first reply, showed "FAILED test_x - Assertion..."."""
     calc_project(workspace)
     message = "the input base must be at least 2, and this message says so in a long line"
     (workspace / "test_calc.py").write_text(
@@ -1197,8 +1198,9 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
         )
     )
     steps = [text(STILL_WRONG), text(FIXED), text("TASK_COMPLETE")]
-    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py.")
-    shown = str(requests[1]["messages"][-1]["content"])
+    _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py: `pytest -q test_calc.py`")
+    first, shown = last_message(requests[0]), str(requests[1]["messages"][-1]["content"])
+    assert f"FAILED test_add_2 - AssertionError: {message}" in first  # the task's command
     assert f"FAILED test_add_2 - AssertionError: {message}" in shown  # the third: listed
     assert "\n=== FAILURES ===\n___ test_add_0 ___\n" in shown  # not padded
     assert "FFF [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown

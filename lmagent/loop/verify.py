@@ -249,7 +249,8 @@ class Verifier:
         usage error is not shown: a command named in the text is run without the arguments
         the text gives it (where they end cannot be told), and the 1.5B model read "the
         following arguments are required" as the task being impossible."""
-        checks = [c for c in map(self.run, self.commands) if c is not None and not c.usage_error]
+        ran = (self.run(CHECK_ENV + command) for command in self.commands)
+        checks = [check for check in ran if check is not None and not check.usage_error]
         if not checks:
             return ""
         self.shown = self.shown_first = checks[-1].outcome
