@@ -112,6 +112,14 @@ def test_reply_announcing_work_does_not_end_the_run(config, llm, workspace):
     assert "did not call a tool" in last_user(llm.requests[1])
 
 
+def test_an_answer_offering_more_help_is_no_announced_step(config, llm):
+    answer = "The capital of France is Paris. I'll be happy to help with anything else."
+    llm.add(text(answer))
+    result, _ = run(config, "what is the capital of France?")
+    assert (result.status, result.message) == ("completed", answer)
+    assert len(llm.requests) == 1
+
+
 def test_model_that_only_keeps_announcing_ends_blocked_not_completed(config, llm):
     llm.add(*[text("Let me write the file now.") for _ in range(4)])
     result, _ = run(config)

@@ -16,9 +16,11 @@ from lmagent.llm.toolcalls import strip_calls
 from lmagent.sessions.store import Session
 from lmagent.tools.registry import Toolset
 
+COURTESY = r"(?! be (?:happy|glad|pleased|here|available)\b)"  # "I'll be happy to help": no step
 ANNOUNCES_WORK = re.compile(
-    r"\b(I['’]ll|I will|I['’]m going to|I am going to|let me(?! know)|let['’]s|next,? I|"
-    r"now,? I|I need to|I shall|I['’]m now|I am now|going to (?:create|write|run|edit|read))\b",
+    rf"\b(I['’]ll{COURTESY}|I will{COURTESY}|I['’]m going to|I am going to|let me(?! know)|"
+    r"let['’]s|next,? I|now,? I|I need to|I shall|I['’]m now|I am now|"
+    r"going to (?:create|write|run|edit|read))\b",
     re.I,
 )
 WAIT_START = re.compile(r"^\s*[*_`]*WAIT[*_`]*:", re.M)
