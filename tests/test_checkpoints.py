@@ -353,7 +353,9 @@ def test_a_restore_cut_short_is_recorded_so_undo_brings_the_files_back(config, l
     blob = checkpoints.repo.git("rev-parse", f"{first}:a.txt").strip()
     objects = checkpoints.repo.git_dir / "objects"
     (objects / blob[:2] / blob[2:]).unlink()  # the content to restore is gone
-    with pytest.raises(CheckpointError, match=r"stopped part way .*undo it"):
+    # said once, not "the restore stopped part way (the checkpoint's copy …)"
+    message = r"^the checkpoint's copy of a\.txt is missing .* exactly as it was .*undo it"
+    with pytest.raises(CheckpointError, match=message):
         restore_session(workspace, result.session_id, 2)
     restore_session(workspace, result.session_id)  # the undo
     assert (workspace / "a.txt").read_text() == "second\n"

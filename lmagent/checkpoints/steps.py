@@ -313,13 +313,13 @@ class Checkpoints:
         if exc.untouched:
             self.record_restore(session_id, record, current, [], failed=exc.cause)
             raise CheckpointError(
-                f"the restore stopped part way ({exc.cause}); every file is exactly as it was "
-                "before the restore, so there is no need to undo it"
+                f"{exc.cause}; every file is exactly as it was before the restore, so there is "
+                "no need to undo it"
             )
         self.record_restore(session_id, record, current, list(exc.stuck))
         raise CheckpointError(
-            f"the restore stopped part way ({exc.cause}) and these files could not be put back "
-            f"as they were: {_listed(exc.stuck)}; undo it to get the files back as they were"
+            f"{exc.cause}, and these files could not be put back as they were: "
+            f"{_listed(exc.stuck)}; undo it to get the files back as they were"
         )
 
 

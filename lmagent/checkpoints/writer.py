@@ -167,7 +167,8 @@ class _Swap:
         except OSError as exc:
             stuck = self.roll_back()
             self.unstage()
-            cause = f"the restore stopped part way ({exc.strerror or exc}) and was rolled back"
+            cause = f"the restore stopped part way ({exc.strerror or exc})"
+            cause += "" if stuck else " and was rolled back"
             raise RestoreFailed(cause, not stuck, stuck) from exc
         self.finish()
 
