@@ -64,7 +64,6 @@ SHOWN_CHARS = 1500  # of a check's output: its start (the first failure) and its
 TRACED_FAILURES = 2
 LISTED_FAILURES = 6
 FAILURE_CHARS = 500
-RULE = re.compile(r"^(={3}|_{3}) (.+) \1$")  # "=== FAILURES ===", "___ test_x ___", unpadded
 FAILURE_SECTIONS = ("FAILURES", "ERRORS")
 SUMMARY_SECTION = "short test summary info"
 NODE_PATH = re.compile(r"^(FAILED|ERROR) \S*::")  # "FAILED x_test.py::XTest::", before the name
@@ -167,16 +166,18 @@ def condensed(output: str) -> str:
     characters with tracebacks of the same error (about 450 prompt tokens, 11 s of reading on
     2 cores, at every check of a run that fixed one function at a time)."""
     lines = output.splitlines()
-    head, tests, summary, section = [], [], [], None
+    head, tests, summary, section, title = [], [], [], None, ""
     for line in lines[:-1]:  # the last line is the counts
-        rule = RULE.match(line)
-        if rule and rule[1] == "===":
+        rule = RULE_LINE.match(line)
+        kind = rule[1] if rule and rule[2] else ""  # "=== FAILURES ===", "___ test_x ___"
+        if kind == "=":
             section = rule[2]
         elif section is None:
             head.append(line)
         elif section in FAILURE_SECTIONS:
-            if rule or not tests:
+            if kind == "_" or not tests:
                 tests.append([line])
+                title = title or section  # the section of the first failing test
             else:
                 tests[-1].append(line)
         elif section == SUMMARY_SECTION and line.startswith(("FAILED ", "ERROR ")):
@@ -189,17 +190,12 @@ def condensed(output: str) -> str:
     ]
     listed = [line for line in summary if not any(shows(test, line) for test in traced)]
     more = len(listed) - LISTED_FAILURES
-    shown = [*head, f"=== {section_of(tests)} ===", *traced]
+    shown = [*head, f"=== {title} ===", *traced]
     if listed:
         shown += ["=== the other failing tests ===", *listed[:LISTED_FAILURES]]
     if more > 0:
         shown.append(f"(and {more} more)")
     return "\n".join([*shown, lines[-1]])
-
-
-def section_of(tests: list[list[str]]) -> str:
-    """The title pytest gave the failing tests shown: errors when the first is one."""
-    return "ERRORS" if tests[0][0].startswith("___ ERROR") else "FAILURES"
 
 
 def shows(traced: str, summary: str) -> bool:
