@@ -11,13 +11,14 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import zlib
 from pathlib import Path
 
 import pytest
 
 from lmagent.checkpoints.recorder import StepRecorder
-from lmagent.checkpoints.shadow import CheckpointError
+from lmagent.checkpoints.shadow import SESSIONS, CheckpointError
 from lmagent.checkpoints.steps import Checkpoints, RestoreRefused
 from lmagent.cli.undo import RestoreFailed, checkpoint_lines, restore
 from lmagent.loop.restore import restore_session, steps_of
@@ -357,6 +358,10 @@ def test_the_repository_is_packed_as_it_grows_and_kept_under_its_cap(workspace):
     recorded_step(workspace, old, lambda: (workspace / "big.bin").unlink())
     recorded_step(workspace, new, lambda: (workspace / "a.txt").write_text("new\n"))
     repo = Checkpoints(workspace).repo
+    # the sessions a minute apart, as runs are: written within one clock tick, the two refs had
+    # the same mtime, and the cap could take the new one for the oldest (a CI run failed so)
+    minute_ago = time.time() - 60
+    os.utime(repo.git_dir / SESSIONS / old, (minute_ago, minute_ago))
     full = repo.size()
 
     notes: list[str] = []
