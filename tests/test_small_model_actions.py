@@ -1216,6 +1216,23 @@ def pytest_check(folder) -> Check:
     return Check(command, {"output": ran.stdout + ran.stderr, "exit_code": ran.returncode})
 
 
+def test_the_tracebacks_shown_are_of_different_errors_when_the_tests_fail_differently(tmp_path):
+    """16 tests failed on a missing attribute and 10 on `move()`'s arguments: the first two
+    tracebacks, both of the missing attribute, never showed how the tests call `move`."""
+    (tmp_path / "robot.py").write_text("class Robot:\n    def move(self):\n        pass\n")
+    tests = [
+        f"def test_place_{n}():\n    assert Robot().coordinates == ({n}, 0)\n" for n in range(4)
+    ]
+    tests += [f"def test_move_{n}():\n    Robot().move('R' * {n})\n" for n in range(3)]
+    (tmp_path / "test_robot.py").write_text("from robot import Robot\n\n\n" + "\n\n".join(tests))
+    shown = pytest_check(tmp_path).shown()
+    traced = shown.split("=== the other failing tests ===")[0]
+    assert "___ test_place_0 ___" in traced and "___ test_move_0 ___" in traced, shown
+    assert "Robot().move('R' * 0)" in traced and "has no attribute 'coordinates'" in traced
+    assert "___ test_place_1 ___" not in traced and "\nFAILED test_place_1 - Attr" in shown
+    assert "\nFAILED test_move_1 - TypeError" in shown and "FAILED test_move_0" not in shown
+
+
 def test_a_test_file_that_cannot_be_imported_shows_its_error_once(tmp_path):
     """A collection error (the solution's syntax error) is shown as pytest gave it, once: not
     again as a line of the other failing tests, nor pytest's "Interrupted" banner."""

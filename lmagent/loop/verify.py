@@ -59,8 +59,9 @@ NO_TESTS = 5  # pytest's exit code when it collected no test: the test files are
 USAGE_ERROR = 2  # argparse's exit code: the program wants arguments, it did not crash
 MAX_COMMANDS = 2  # task commands run
 SHOWN_CHARS = 1500  # of a check's output: its start (the first failure) and its end (the counts)
-# of a pytest run's failing tests, shown to the model: the first ones with their tracebacks (each
-# cut to FAILURE_CHARS), the next ones as their summary line (the error), then only how many more
+# of a pytest run's failing tests, shown to the model: the first ones of different errors with
+# their tracebacks (each cut to FAILURE_CHARS), the others as their summary line (the error), then
+# only how many more
 TRACED_FAILURES = 2
 LISTED_FAILURES = 6
 FAILURE_CHARS = 500
@@ -160,11 +161,11 @@ def unpadded(output: str) -> str:
 
 def condensed(output: str) -> str:
     """A pytest run's output (its rules unpadded) as the model is shown it: its progress line,
-    the first TRACED_FAILURES failing tests with their tracebacks, the next LISTED_FAILURES as
-    their summary lines ("FAILED test_x - AssertionError: None != []"), how many more, and its
-    counts; unchanged when nothing failed. Shown whole, 24 failing tests filled the 1,500
-    characters with tracebacks of the same error (about 450 prompt tokens, 11 s of reading on
-    2 cores, at every check of a run that fixed one function at a time)."""
+    TRACED_FAILURES failing tests with their tracebacks (the first of each error), the next
+    LISTED_FAILURES as their summary lines ("FAILED test_x - AssertionError: None != []"), how
+    many more, and its counts; unchanged when nothing failed. Shown whole, 24 failing tests
+    filled the 1,500 characters with tracebacks of the same error (about 450 prompt tokens,
+    11 s of reading on 2 cores, at every check of a run that fixed one function at a time)."""
     lines = output.splitlines()
     head, tests, summary, section, title = [], [], [], None, ""
     for line in lines[:-1]:  # the last line is the counts
@@ -186,7 +187,7 @@ def condensed(output: str) -> str:
         return output
     traced = [
         cut_middle("\n".join(test), FAILURE_CHARS, "\n[… {} characters cut …]\n")
-        for test in tests[:TRACED_FAILURES]
+        for test in distinct_first(tests, TRACED_FAILURES)
     ]
     listed = [line for line in summary if not any(shows(test, line) for test in traced)]
     more = len(listed) - LISTED_FAILURES
@@ -196,6 +197,17 @@ def condensed(output: str) -> str:
     if more > 0:
         shown.append(f"(and {more} more)")
     return "\n".join([*shown, lines[-1]])
+
+
+def distinct_first(tests: list[list[str]], count: int) -> list[list[str]]:
+    """`count` failing tests (each its traceback's lines) in the order they ran, the first of
+    each different error before a second of the same one: when 16 tests failed on a missing
+    attribute and 10 on `move()` taking the wrong arguments, the first two tracebacks were both
+    of the missing attribute, and no line showed how the tests call `move`."""
+    errors = [next((x for x in reversed(test) if x.startswith("E ")), "") for test in tests]
+    firsts = [i for i, error in enumerate(errors) if error not in errors[:i]]
+    chosen = (firsts + [i for i in range(len(tests)) if i not in firsts])[:count]
+    return [tests[i] for i in sorted(chosen)]
 
 
 def shows(traced: str, summary: str) -> bool:
