@@ -345,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         known[name].install()
     done = {(o.agent, o.task) for o in bench_tasks.load(args.out)}  # goes on from there
-    server = bench_tasks.metered_server(resolve_model(args.model, print), args.speculation)
-    with server.start(print), bench_tasks.Meter(server.base_url) as meter:
+    model = resolve_model(args.model, print)
+    server = bench_tasks.metered_server(model, args.speculation, args.cold)
+    with server.start(print), bench_tasks.Meter(server.base_url, args.cold) as meter:
         for number, exercise in enumerate(chosen):
             turn = number % len(names)  # who goes first changes from exercise to exercise
             for name in names[turn:] + names[:turn]:

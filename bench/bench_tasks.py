@@ -428,12 +428,26 @@ class Meter:
     """A pass-through to the model server (the real-model tests' recording relay) that counts
     each chat request's tokens."""
 
-    def __init__(self, upstream: str):
+    def __init__(self, upstream: str, cold: bool = False):
         from tests.realmodel_fixtures import Relay  # tests/: imports pytest
 
         self.upstream = upstream.rstrip("/")
         self.relay = Relay(SimpleNamespace(base_url=self.upstream))
         self.counted = 0
+        self.cold = cold  # each run begins with nothing of the last one's prompt in the server
+
+    def forget(self) -> None:
+        """With `cold`, the server's one slot is left holding a one-word prompt, so the next run
+        reuses nothing of the last one's (two LMAgent checkouts in one run shared the opening of
+        their prompts, and whoever ran second read 4,193 tokens from the cache, not 2,176);
+        the server keeps no other prompts (metered_server's `cold`). Sent past the relay: the
+        run's counts leave it out."""
+        import requests
+
+        if not self.cold:
+            return
+        chat = {"messages": [{"role": "user", "content": "cold"}], "max_tokens": 1}
+        requests.post(self.upstream + "/v1/chat/completions", json=chat, timeout=300)
 
     def server_totals(self, wait: float = 120) -> Request | None:
         """llama.cpp's own totals from its /metrics (prompt tokens evaluated and reused from
@@ -485,24 +499,27 @@ class Meter:
         self.relay.__exit__(*exc)
 
 
-def metered_server(model: Path, speculation: str):
+def metered_server(model: Path, speculation: str, cold: bool = False):
     """The server --embedded starts (EmbeddedServer: llama.cpp via xllamacpp, N_CTX, 2 threads,
-    `speculation`), with llama.cpp's /metrics switched on for Meter.server_totals."""
+    `speculation`), with llama.cpp's /metrics switched on for Meter.server_totals; with `cold`,
+    without llama.cpp's store of earlier prompts in memory (cache_ram_mib 0, for Meter.forget)."""
     from lmagent.llm.embedded import EmbeddedServer
 
     class MeteredServer(EmbeddedServer):
         def command(self) -> list[str]:
             code = (
                 f"import sys; sys.path.insert(0, {str(ROOT)!r}); "
-                "from bench.bench_tasks import serve_with_metrics; serve_with_metrics(sys.argv[1:])"
+                "from bench.bench_tasks import serve_with_metrics; "
+                f"serve_with_metrics(sys.argv[1:], cold={cold!r})"
             )
             return [sys.executable, "-c", code, *super().command()[2:]]
 
     return MeteredServer(model, n_ctx=N_CTX, threads=2, speculation=speculation)
 
 
-def serve_with_metrics(argv: list[str]) -> int:
-    """lmagent/llm/embedded.py's server process, with `endpoint_metrics` set on its params."""
+def serve_with_metrics(argv: list[str], cold: bool = False) -> int:
+    """lmagent/llm/embedded.py's server process, with `endpoint_metrics` set on its params (and,
+    with `cold`, no prompts kept in memory beside the slot's)."""
     import xllamacpp
 
     from lmagent.llm import embedded
@@ -511,6 +528,8 @@ def serve_with_metrics(argv: list[str]) -> int:
 
     def server(params):
         params.endpoint_metrics = True
+        if cold:
+            params.cache_ram_mib = 0
         return start(params)
 
     xllamacpp.Server = server
@@ -662,6 +681,7 @@ class Outcome:
     read_evaluated: int | None = None
     read_generated: int | None = None
     commit: str = ""  # the LMAgent commit measured (blank for a peer)
+    cold: bool = False  # begun with the server's prompt cache empty (--cold)
 
 
 def run_one(
@@ -675,6 +695,7 @@ def run_one(
         prepare(task, folder)
         argv, env = agent.command(task, folder, meter.base_url)
         meter.take()
+        meter.forget()
         before = meter.server_totals()
         started = time.monotonic()
         exit_text = run_process(argv, env, folder, timeout)
@@ -705,6 +726,7 @@ def run_one(
             read_evaluated=read.prompt_evaluated,
             read_generated=read.generated,
             commit=commit_of(agent.source),
+            cold=meter.cold,
         )
 
 
@@ -967,10 +989,14 @@ def _dates(outcomes: list[Outcome]) -> str:
 
 
 def add_speculation(parser: argparse.ArgumentParser) -> None:
+    """The server's options: speculation, and --cold."""
     from lmagent.core.config import SPECULATION_TYPES
 
     default = SPECULATION_TYPES[0]
     parser.add_argument("--speculation", default=default, help=f"the server's (default: {default})")
+    parser.add_argument(
+        "--cold", action="store_true", help="each run begins with the server's prompt cache empty"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -998,8 +1024,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.agents.split(","):
         known[name].install()
     done = {(o.agent, o.task) for o in load(args.out)}  # a run cut short goes on from there
-    server = metered_server(resolve_model(args.model, print), args.speculation)
-    with server.start(print), Meter(server.base_url) as meter:
+    server = metered_server(resolve_model(args.model, print), args.speculation, args.cold)
+    with server.start(print), Meter(server.base_url, args.cold) as meter:
         for task in chosen:  # task by task: a benchmark cut short compares the same tasks
             for name in args.agents.split(","):
                 if (name, task.name) in done:

@@ -62,6 +62,25 @@ def test_the_harness_runs_lmagent_and_counts_the_server_s_tokens(tmp_path):
     assert not bench_sandboxes("hello")  # the run's Docker sandbox went with its folder
 
 
+def test_a_cold_run_begins_after_a_one_word_prompt_left_out_of_its_counts(tmp_path):
+    """--cold: before each run the server's slot is given a one-word prompt, so nothing of the
+    last run's prompt is reused; that request is not one of the run's."""
+    write_call = json.dumps(
+        {"name": "write", "arguments": {"path": "hello.py", "content": "print('Hello, world!')"}}
+    )
+    run = text("```bash\npython3 hello.py\n```")
+    turns = [text("ok"), text(f"<tool_call>{write_call}</tool_call>"), run, text("TASK_COMPLETE")]
+    agent = bench_tasks.lmagent("lmagent", bench_tasks.ROOT, embedded=True)
+    with ScriptedLLM(turns) as llm, bench_tasks.Meter(llm.base_url, cold=True) as meter:
+        outcome = bench_tasks.run_one(agent, TASKS["hello"], meter, timeout=120)
+        llm.assert_all_used()
+        sent = llm.requests
+    assert sent[0]["messages"] == [{"role": "user", "content": "cold"}], sent[0]
+    assert sent[0]["max_tokens"] == 1 and len(sent) == 4
+    assert (outcome.requests, len(outcome.per_request), outcome.cold) == (3, 3, True)
+    assert outcome.solved
+
+
 def bench_sandboxes(task: str) -> list[str]:
     """Workspaces of the Docker sandboxes left for a task's benchmark folders."""
     try:
