@@ -21,7 +21,7 @@ from lmagent.loop.compaction import SUMMARY_MARK
 from lmagent.loop.merge import examples_apart, merge_python
 from lmagent.loop.named import named_paths, resembled_file
 from lmagent.loop.run import NO_PROGRESS_STEPS, RULES, UNSTICK_TEMPERATURE
-from lmagent.loop.verify import CHECK_ENV, PYTEST, Check, unpadded
+from lmagent.loop.verify import PYTEST, Check, unpadded
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
 from tests.conftest import make_config
 from tests.scripted_llm import text
@@ -1208,7 +1208,7 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
 
 def pytest_check(folder) -> Check:
     """pytest run in `folder` as the harness runs it, as the check it makes."""
-    command = PYTEST.removeprefix(CHECK_ENV)
+    command = PYTEST
     env = {**os.environ, "COLUMNS": "160", "PYTHONDONTWRITEBYTECODE": "1"}
     ran = subprocess.run(
         command.split(), cwd=folder, env=env, capture_output=True, text=True, check=False
@@ -1259,6 +1259,17 @@ def test_a_programs_own_rules_are_shown_as_it_printed_them(workspace):
     shown = [str(r["messages"][-1]["content"]) for r in requests]
     checked = [m for m in shown if "python3 report.py\n(exit code 1)" in m]
     assert checked and "-" * 40 + "\ntotal: 3" in checked[0], shown
+
+
+def test_a_changed_program_runs_with_the_checks_environment(workspace):
+    """Every check runs with the same environment (160 columns, no bytecode cache read): the
+    task's command and the tests had it, a changed program run as the check did not."""
+    program = "width.py\n```python\nimport os\nprint('columns', os.environ['COLUMNS'])\n```"
+    steps = [text(program), *[text("It prints them.\nTASK_COMPLETE")] * 2]
+    _, requests, _ = embedded_run(workspace, steps, task="Create width.py printing the width")
+    checked = str(requests[2]["messages"][-1]["content"])  # the finish's check
+    assert "$ python3 width.py\ncolumns 160\n" in checked, checked
+    assert "PYTHONPYCACHEPREFIX" not in checked
 
 
 def test_the_check_after_a_write_counts_every_test(workspace):

@@ -43,7 +43,7 @@ PROGRESS_PADDING = re.compile(r" {2,}(\[ *\d+%\])$", re.M)
 PYTEST_TIME = re.compile(r" in [\d.]+s\b(?: \([\d:]+\))?")  # "in 0.12s (0:00:00)" of its counts
 PYTEST_RUN = re.compile(r"^(?:\w+=\S* )*(?:python3? -m pytest|pytest)(?: |$)")
 # every test, not -x: "1 failed" after a fix hid that 3 of 10 passed where none had before
-PYTEST = CHECK_ENV + f"python3 -m pytest -q {SHORT_TRACEBACKS} -p no:cacheprovider"
+PYTEST = f"python3 -m pytest -q {SHORT_TRACEBACKS} -p no:cacheprovider"
 COMPILE = "python3 -c 'import sys; compile(open(sys.argv[1]).read(), sys.argv[1], \"exec\")'"
 # a program that reads arguments or input is only compiled: run without them it may fail right
 TAKES_INPUT = re.compile(
@@ -257,7 +257,7 @@ class Verifier:
         usage error is not shown: a command named in the text is run without the arguments
         the text gives it (where they end cannot be told), and the 1.5B model read "the
         following arguments are required" as the task being impossible."""
-        ran = (self.run(CHECK_ENV + command) for command in self.commands)
+        ran = (self.run(command) for command in self.commands)
         checks = [check for check in ran if check is not None and not check.usage_error]
         if not checks:
             return ""
@@ -291,7 +291,7 @@ class Verifier:
         if test_files(self.look):
             return [PYTEST]
         if self.quoted:
-            return [CHECK_ENV + command for command in self.quoted]
+            return list(self.quoted)
         programs = [p for p in changed if PurePosixPath(p).suffix == ".py"]
         checks = [self.program_check(path) for path in programs]
         return [check for check in checks if check][:MAX_COMMANDS]
@@ -302,13 +302,13 @@ class Verifier:
         commands = self.applying([path])
         if not commands or commands[0].startswith((RUN_PROGRAM, COMPILE)):
             return None
-        return commands[0].removeprefix(CHECK_ENV)
+        return commands[0]
 
     def after_change(self, command: str | None) -> Check | None:
         """The check a finish after a change would run (`check_for` names it), run now if it
         needs no one's permission (the person is asked at the finish, not at every write);
         None when there is none, it is not run, or pytest found no test to run."""
-        check = self.run(CHECK_ENV + command, ask=False) if command else None
+        check = self.run(command, ask=False) if command else None
         if check is None or check.collected_nothing:
             return None
         self.seen(check)
@@ -338,14 +338,15 @@ class Verifier:
     def scripts(self) -> list[str]:
         """The workspace's test files run as programs, when pytest found no test in them."""
         files = test_files(self.look)[:MAX_COMMANDS]
-        return [f"{CHECK_ENV}python3 {shlex.quote(path)}" for path in files]
+        return [f"python3 {shlex.quote(path)}" for path in files]
 
     def run(self, command: str, ask: bool = True) -> Check | None:
+        """`command` run as a check: with CHECK_ENV, and pytest's short tracebacks."""
         command = short_tracebacks(command)
-        result = self.shell(command, ask)
+        result = self.shell(CHECK_ENV + command, ask)
         if result is None:
             return None
-        check = Check(command.removeprefix(CHECK_ENV), result)
+        check = Check(command, result)
         if check.command.startswith("python3 -m pytest") and NO_PYTEST in str(result.get("output")):
             return None  # no pytest where commands run: nothing to judge by
         return check
