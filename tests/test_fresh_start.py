@@ -122,6 +122,45 @@ def test_the_task_is_begun_again_at_most_restarts_times_then_ends_not_verified(w
     assert len(requests) == len(steps)
 
 
+def test_a_run_ending_unfinished_leaves_the_files_of_its_closest_check(workspace):
+    """A third attempt whose writes broke every test was what the user was left with, though
+    the first had fixed one function: the files go back to the check that failed least, as a
+    step that can itself be undone."""
+    steps = closest_then_worse(workspace) + [text("Done.\nTASK_COMPLETE")] * 3
+    result, _, events = embedded_run(workspace, steps, task="Make the tests pass.")
+    assert len(began_again(events)) == RESTARTS and result.status == "blocked"
+    assert "(2 failed in" in result.message.split(";")[0]  # the last check
+    assert "left as they were at the check that failed least (1 failed, 1 passed" in result.message
+    assert "calc.py put back" in result.message and "--undo" in result.message
+    kept = (workspace / "calc.py").read_text()
+    assert "return a + b" in kept and "def mul(a, b):\n    return a + b" in kept
+    last = Checkpoints(workspace).steps(result.session_id)[-1]
+    assert last.get("kind") == "restore" and last["changed"] == ["calc.py"]
+    restore_session(workspace, result.session_id, last["step"])  # --undo
+    assert "return a - b + 3" in (workspace / "calc.py").read_text()
+
+
+def closest_then_worse(workspace) -> list[dict]:
+    """Two functions wrong and their tests in `workspace`; replies that fix one (twice, the
+    attempt then undone), then two attempts of writes that fix neither."""
+    (workspace / "calc.py").write_text(ADD_BUG + "\n\ndef mul(a, b):\n    return a + b\n")
+    tests = TEST_CALC + "\n\ndef test_mul():\n    from calc import mul\n    assert mul(2, 3) == 6\n"
+    (workspace / "test_calc.py").write_text(tests)
+    closest = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"
+    also_one = "calc.py\n```python\ndef add(a, b):\n    return b + a\n```"
+    both = [f"calc.py\n```python\ndef add(a, b):\n    return a - b + {n}\n```" for n in range(4)]
+    return [text(reply) for reply in [closest, also_one, *both]]
+
+
+def test_a_run_whose_last_check_was_its_closest_keeps_its_files(workspace):
+    calc_project(workspace)
+    wrong = [f"calc.py\n```python\ndef add(a, b):\n    return a - b + {n}\n```" for n in range(6)]
+    steps = [text(reply) for reply in wrong] + [text("Done.\nTASK_COMPLETE")] * 3
+    result, _, _ = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "blocked" and "failed least" not in result.message
+    assert "return a - b + 5" in (workspace / "calc.py").read_text()
+
+
 def test_without_the_rule_the_attempt_goes_on(workspace):
     calc_project(workspace)
     steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
@@ -211,6 +250,29 @@ def test_undoing_an_attempt_never_writes_through_a_link_a_sandboxed_process_swap
     assert result.status == "completed"
     said = [line for line in statuses(events) if "begun again" in line or "begin the" in line]
     assert said and ("begun again" in said[0] or "cannot begin the task again" in said[0])
+    print(f"{backend}: {said[0]}; 0 writes outside the workspace")
+    wait_for(lambda: swappers(host) == [], GUARD, "the swapper to be stopped")
+    assert _host_state(host) == before
+
+
+def test_leaving_the_closest_files_never_writes_through_a_link_a_sandboxed_process_swaps_in(
+    swapped, sandbox_image
+):
+    """Attack: the same swapper while a run that ends unfinished puts back the files of its
+    closest check. Its sandboxed processes are stopped first; a restore that finds files changed
+    behind the run's back is refused, the files left as they are. The host folder is untouched
+    either way. Run with -s to see which."""
+    workspace, host, backend, before = swapped
+    steps = closest_then_worse(workspace) + [text("Done.\nTASK_COMPLETE")] * 8
+    with llama_cpp(steps) as llm:
+        events: list[dict] = []
+        config = embedded_config(
+            workspace, llm, sandbox_backend=backend, sandbox_image=sandbox_image
+        )
+        result = run(config, "Make the tests pass.", events)
+    assert result.status == "blocked", result
+    said = [line for line in statuses(events) if "failed least" in line or "stay as" in line]
+    assert said, statuses(events)
     print(f"{backend}: {said[0]}; 0 writes outside the workspace")
     wait_for(lambda: swappers(host) == [], GUARD, "the swapper to be stopped")
     assert _host_state(host) == before

@@ -12,7 +12,9 @@ a check, the files the attempt changed go back as they were (the checkpoint rest
 history the model is sent is cut back to what it was before the attempt's first reply (the
 transcript keeps every message), and the next reply is sampled at FRESH_TEMPERATURE. At most
 RESTARTS times; then the run goes on to its ending as before ("not verified" while the check
-fails).
+fails). A run that so ends unfinished leaves the files as they were at its closest check, the
+one of the fewest failures, when a later one of the same command failed more (`closest_step`):
+a third attempt whose first write broke every test was what the user was left with.
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class Attempts:
         self.failed: Check | None = None  # the check that stalled the attempt
         self.last: Check | None = None  # the attempt's last failing check
         self.sample = False  # the next reply begins a new attempt: sampled
+        self.steps: Callable[[], int] | None = None  # the session's checkpoint steps so far
+        self.closest: tuple[Check, int, int] | None = None  # (check, failures, step) of the run
+        self.latest: tuple[str, int] | None = None  # the last check's (command, failures)
 
     def begin(self, history_length: int, revision: int, steps: Callable[[], int]) -> None:
         """Before a reply: the first of the run begins the attempt, with the history as it is
@@ -58,6 +63,7 @@ class Attempts:
         if self.on and self.opening is None:
             self.opening = (history_length, revision)
             self.steps_before = steps()
+            self.steps = steps
 
     def checked(self, check: Check) -> None:
         """A check the harness ran after a change or for a finish: the attempt is stalled when
@@ -68,6 +74,26 @@ class Attempts:
             self.failed = check
         self.best = count if self.best is None else min(self.best, count)
         self.last = check if count else None
+        self.keep_closest(check, count)
+
+    def keep_closest(self, check: Check, count: int) -> None:
+        """The run's check of the fewest failures so far, and the step the files were at then
+        (a check of another command starts the count again: their failures do not compare)."""
+        if self.steps is None:
+            return
+        self.latest = (check.command, count)
+        kept = self.closest
+        if kept is None or kept[0].command != check.command or count < kept[1]:
+            self.closest = (check, count, self.steps())
+
+    def closest_step(self) -> tuple[Check, int] | None:
+        """The closest check and the step to go back to, when the last check (of the same
+        command) failed more; None otherwise."""
+        if self.closest is None or self.latest is None:
+            return None
+        check, count, step = self.closest
+        worse = self.latest[0] == check.command and self.latest[1] > count
+        return (check, step) if worse else None
 
     def repeated(self) -> None:
         """The model proposed again an action that failed, nothing changed since (not run:

@@ -105,6 +105,15 @@ def fresh_start_note(check_line: str, put_back: list[str]) -> str:
     )
 
 
+def closest_note(check_line: str, put_back: list[str]) -> str:
+    """How a run that ended unfinished says it left the files as its closest check had them."""
+    files = ", ".join(put_back[:5]) + (", …" if len(put_back) > 5 else "")
+    return (
+        f"the files are left as they were at the check that failed least ({check_line}): "
+        f"{files} put back from the last attempt (--undo brings that attempt's files back)"
+    )
+
+
 REPEATED_FAILURE = (
     "this exact call failed before in the same way, and nothing has changed since, so it will "
     "fail again. First change what the error points at (fix the file it names, create what is "

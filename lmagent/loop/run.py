@@ -63,6 +63,7 @@ from lmagent.loop.prompts import (
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
+    closest_note,
     cut_in_block_nudge,
     final_text,
     fresh_start_note,
@@ -259,7 +260,7 @@ class AgentRun:
             while True:
                 self.step()
         except RunEnded as exc:
-            ended = exc
+            ended = self.closest_left(exc)
         except LLMStopped as exc:
             ended = Interrupted(str(exc) or "stopped")
         except LLMTimeout as exc:
@@ -275,6 +276,26 @@ class AgentRun:
         except Exception as exc:  # a bug or a full disk must still leave the session resumable
             ended = _failure(exc, self.session.id)
         return self.finish(ended)
+
+    def closest_left(self, ended: RunEnded) -> RunEnded:
+        """A small model's run that ends unfinished (blocked, not verified, out of steps) leaves
+        the files as they were at its closest check (lmagent.loop.attempts), not as a later,
+        worse attempt left them: put back as a step of the session, which undoing reverses."""
+        closest = self.attempts.closest_step()
+        if closest is None or not isinstance(ended, (Blocked, LimitsExceeded)):
+            return ended
+        check, step = closest
+        try:
+            stop_run_processes(self.ctx)
+            put_back, _ = undo_steps_since(self.config.workspace, self.session.id, step)
+        except (RestoreRefused, CheckpointError) as exc:
+            self.say(f"the files stay as the last attempt left them ({exc})")
+            return ended
+        if put_back:
+            note = closest_note(check.last_line(), put_back)
+            self.say(note)
+            ended.message = f"{ended.message}; {note}"
+        return ended
 
     def finish(self, ended: RunEnded) -> RunResult:
         meta = _ending_meta(ended)
