@@ -179,6 +179,16 @@ def test_a_passing_check_ends_the_chance_of_beginning_again(workspace):
     assert result.status == "completed" and began_again(events) == []
 
 
+def test_a_model_sampled_warm_keeps_its_last_files(workspace):
+    """Leaving the closest files is the small model's rule too (text calls, sampled cold)."""
+    steps = closest_then_worse(workspace) + [text("Done.\nTASK_COMPLETE")] * 6
+    with llama_cpp(steps) as llm:
+        config = embedded_config(workspace, llm, llm_temperature=1.0)
+        result = run(config, "Make the tests pass.", [])
+    assert result.status == "blocked" and "failed least" not in result.message
+    assert "return a - b + 3" in (workspace / "calc.py").read_text()
+
+
 def test_a_model_sampled_warm_is_never_begun_again(workspace):
     """The rule is a small model's (text calls, sampled cold): one sampled warm already gives
     a new reply each time."""

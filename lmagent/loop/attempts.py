@@ -88,8 +88,8 @@ class Attempts:
 
     def closest_step(self) -> tuple[Check, int] | None:
         """The closest check and the step to go back to, when the last check (of the same
-        command) failed more; None otherwise."""
-        if self.closest is None or self.latest is None:
+        command) failed more, for a small model (as `possible`); None otherwise."""
+        if self.closest is None or self.latest is None or not self.small():
             return None
         check, count, step = self.closest
         worse = self.latest[0] == check.command and self.latest[1] > count
