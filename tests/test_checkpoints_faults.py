@@ -212,6 +212,23 @@ def test_restores_and_snapshots_never_reach_through_a_swapped_folder(workspace, 
     assert not objects_hold(Checkpoints(workspace).repo.git_dir, CANARY)  # nothing read
 
 
+def test_a_link_swapped_for_a_folder_while_it_is_read_costs_no_other_file(workspace, tmp_path):
+    """A folder read while a process swapped its link `l` for a folder: the link's target could
+    not be read, and every entry after it (pytest.ini, test_calc.py, ...) was left out of the
+    snapshot; a run's restore to that snapshot then deleted them."""
+    (workspace / "d").mkdir()
+    (workspace / "d" / "f.txt").write_text("inside\n")
+    kept = {"a.txt", "m.txt", "z.txt"}
+    for name in kept:
+        (workspace / name).write_text(f"{name}\n")
+    with _swapping(workspace, tmp_path):
+        trees = {Checkpoints(workspace).take("a first look").tree for _ in range(20)}
+    repo = Checkpoints(workspace).repo
+    for tree in trees:
+        names = set(repo.git("ls-tree", "--name-only", tree).split())
+        assert kept | {"swapping"} <= names, names
+
+
 @contextlib.contextmanager
 def _swapping(workspace: Path, tmp_path: Path):
     outside = tmp_path / "outside"

@@ -274,6 +274,8 @@ def test_leaving_the_closest_files_never_writes_through_a_link_a_sandboxed_proce
     either way. Run with -s to see which."""
     workspace, host, backend, before = swapped
     steps = closest_then_worse(workspace) + [text("Done.\nTASK_COMPLETE")] * 8
+    # the checks' counts not changed by the swapping: pytest collects only the tests
+    (workspace / "pytest.ini").write_text("[pytest]\ntestpaths = test_calc.py\n")
     with llama_cpp(steps) as llm:
         events: list[dict] = []
         config = embedded_config(
@@ -282,7 +284,9 @@ def test_leaving_the_closest_files_never_writes_through_a_link_a_sandboxed_proce
         result = run(config, "Make the tests pass.", events)
     assert result.status == "blocked", result
     said = [line for line in statuses(events) if "failed least" in line or "stay as" in line]
-    assert said, statuses(events)
-    print(f"{backend}: {said[0]}; 0 writes outside the workspace")
+    last = Checkpoints(workspace).steps(result.session_id)[-1]
+    assert said or last.get("kind") == "restore", statuses(events)  # (one that changed nothing)
+    print(f"{backend}: {(said or ['put back nothing'])[0]}; 0 writes outside the workspace")
+    assert {"test_calc.py", "pytest.ini"} <= {p.name for p in workspace.iterdir()}
     wait_for(lambda: swappers(host) == [], GUARD, "the swapper to be stopped")
     assert _host_state(host) == before

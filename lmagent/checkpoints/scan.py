@@ -167,7 +167,7 @@ class Scanner:
             if self.watcher:
                 self.watcher.watch(fd, prefix)
             with os.scandir(fd) as listing:
-                entries = sorted((e.name, e.stat(follow_symlinks=False)) for e in listing)
+                entries = sorted(listed(listing))
             if any(name == IGNORE_FILE for name, _ in entries):
                 self.read_ignore(fd, prefix)
             for entry, info in entries:
@@ -213,8 +213,7 @@ class Scanner:
             return not self.ignored(path, True)
         if kind in (stat.S_IFREG, stat.S_IFLNK) and not self.ignored(path, False):
             if kind == stat.S_IFLNK:
-                target = os.readlink(os.fsencode(name), dir_fd=fd)
-                folder.entries[name] = (LINK, self.store.write("blob", target))
+                self.add_link(folder, fd, path, name)
             elif info.st_size > MAX_FILE_BYTES:
                 self.large.add(path)
             else:
@@ -225,6 +224,17 @@ class Scanner:
                     if seen is not None:
                         seen.add(path)
         return False
+
+    def add_link(self, folder: Folder, fd: int, path: str, name: str) -> None:
+        """A link, stored as its target; one swapped for another kind of entry since it was
+        listed is noted and left out, and the folder's other entries are still read (they were
+        all lost: a restore to such a snapshot deleted every file listed after the link)."""
+        try:
+            target = os.readlink(os.fsencode(name), dir_fd=fd)
+        except OSError as exc:
+            self.problems.append(f"{shown(path)}: not kept ({exc.strerror or exc})")
+            return
+        folder.entries[name] = (LINK, self.store.write("blob", target))
 
     def open_child(self, fd: int, path: str, name: str) -> int | None:
         """A subfolder opened to walk into; None when it is a nested repository (kept as a
@@ -447,6 +457,15 @@ def _close(level: _Level) -> None:
     if level.fd >= 0:
         os.close(level.fd)
         level.fd = -1
+
+
+def listed(listing) -> list[tuple[str, os.stat_result]]:
+    """A folder's entries (name, lstat), leaving out those removed since they were listed."""
+    found = []
+    for entry in listing:
+        with contextlib.suppress(FileNotFoundError):
+            found.append((entry.name, entry.stat(follow_symlinks=False)))
+    return found
 
 
 def left_out(prefix: str, name: str) -> bool:
