@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--keep", type=Path, help="copy each exercise's folder here when it ends")
     parser.add_argument("--base", type=Path, help="a checkout of the LMAgent to compare with")
-    bench_tasks.add_speculation(parser)
+    bench_tasks.add_server_options(parser)
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl+C: the running agent's process group and the server are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

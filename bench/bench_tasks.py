@@ -447,7 +447,8 @@ class Meter:
         if not self.cold:
             return
         chat = {"messages": [{"role": "user", "content": "cold"}], "max_tokens": 1}
-        requests.post(self.upstream + "/v1/chat/completions", json=chat, timeout=300)
+        answer = requests.post(self.upstream + "/v1/chat/completions", json=chat, timeout=300)
+        answer.raise_for_status()  # else the run would not begin cold, and say it did
 
     def server_totals(self, wait: float = 120) -> Request | None:
         """llama.cpp's own totals from its /metrics (prompt tokens evaluated and reused from
@@ -988,7 +989,7 @@ def _dates(outcomes: list[Outcome]) -> str:
     return f"{dates[0]} to {dates[-1]}" if dates else "none"
 
 
-def add_speculation(parser: argparse.ArgumentParser) -> None:
+def add_server_options(parser: argparse.ArgumentParser) -> None:
     """The server's options: speculation, and --cold."""
     from lmagent.core.config import SPECULATION_TYPES
 
@@ -1010,7 +1011,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venvs", type=Path, default=Path(tempfile.gettempdir()) / "lmbench")
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--keep", type=Path, help="copy each task's folder here when it ends")
-    add_speculation(parser)
+    add_server_options(parser)
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl+C: the running agent's process group and the server are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

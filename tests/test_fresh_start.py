@@ -63,13 +63,16 @@ def test_a_check_failing_again_undoes_the_attempt_and_begins_the_task_again(work
 
 def test_a_failing_change_proposed_again_begins_the_task_again(workspace):
     """The 1.5B model sent its failing solution again three times (not saved: it had failed),
-    then said it was done: the first time already, the attempt is undone."""
+    then said it was done: the first time already, the attempt is undone, and the repeat is
+    not asked for again first (the new attempt is sampled)."""
     calc_project(workspace)
-    steps = [text(STILL_WRONG)] * 3 + [text(FIXED), DONE]  # the third: the repeat asked again
+    steps = [text(STILL_WRONG)] * 2 + [text(FIXED), DONE]
     result, requests, events = embedded_run(workspace, steps, task=TASK)
     assert result.status == "completed" and len(began_again(events)) == 1
-    assert requests[3]["messages"][:-1] == requests[0]["messages"]
-    assert requests[3]["temperature"] == FRESH_TEMPERATURE
+    assert requests[2]["messages"][:-1] == requests[0]["messages"]
+    assert requests[2]["temperature"] == FRESH_TEMPERATURE
+    assert not any("asking again" in line for line in statuses(events))
+    assert "the reply repeats one that failed; not asked again" in statuses(events)
 
 
 def test_the_new_attempt_begins_with_the_files_as_they_were(workspace):

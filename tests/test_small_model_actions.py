@@ -929,7 +929,9 @@ def test_a_reply_that_begins_as_an_earlier_one_did_is_stopped_and_asked_again(wo
     calc_project(workspace)
     wrong = text(f"{REASONED}\n{STILL_WRONG}", chunk_size=8)
     steps = [wrong, wrong, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
-    result, requests, events = embedded_run(workspace, steps, task="Fix calc.py.")
+    result, requests, events = embedded_run(
+        workspace, steps, task="Fix calc.py.", rules=ONE_ATTEMPT
+    )
     assert [r["temperature"] for r in requests] == [0.0, 0.0, UNSTICK_TEMPERATURE, 0.0]
     assert SAME_START <= len(streamed_steps(events)[2]) < len(REASONED)  # stopped early
     assert "saved and checked: the check below passes" in last_message(requests[3])

@@ -103,6 +103,11 @@ class Attempts:
         if self.last is not None:
             self.failed = self.last
 
+    def stalled_by_repeat(self) -> bool:
+        """Whether an action proposed again that failed before (`repeated`) would stall the
+        attempt and begin the task again."""
+        return self.last is not None and self.possible()
+
     def due(self) -> bool:
         """Whether the attempt is to be undone and the task begun again."""
         return self.possible() and self.failed is not None

@@ -56,7 +56,12 @@ class Repeats:
         """The rules apply: a model calling tools as text, sampled cold."""
         return self.text_calls() and self.samples_cold
 
-    def resampled(self, reply: Reply, again: Callable[[float, list[str]], Reply]) -> Reply:
+    def resampled(
+        self,
+        reply: Reply,
+        again: Callable[[float, list[str]], Reply],
+        begins_again: Callable[[], bool],
+    ) -> Reply:
         """A small model's action that repeats an earlier reply with no file changed since,
         asked for again (`again`) at UNSTICK_TEMPERATURE (up to RESAMPLES times) before it is
         taken. A repeat that enters the history is copied again by the model, however it is
@@ -74,11 +79,17 @@ class Repeats:
         that began as the reply or an earlier one of the run did, stopped early
         (client.SAME_START: at 1.0 the 1.5B model wrote the same reply again in 8 of 15
         samples; another, repeating a reply's actions in other words, was sampled back into
-        the words of the first, twice)."""
+        the words of the first, twice). Nor is an action that failed before when not running
+        it again `begins_again` the task (lmagent.loop.attempts): the new attempt is sampled
+        from the task alone, and each sample asked for here cost the 1.5B model about 25 s on
+        2 cores of a 240 s Exercism run."""
         began = reply.finish_reason == BEGAN_THE_SAME  # stopped early: see `unlike`
         if began:
             reply = self.began_as(reply)
         if "resample" not in self.rules or not (self.small() and (began or self.repeats(reply))):
+            return reply
+        if self.failed_before(reply) and begins_again():
+            self.nudges.status("the reply repeats one that failed; not asked again")
             return reply
         for _ in range(RESAMPLES):
             self.nudges.status("the reply repeats an earlier one; asking again")
@@ -119,9 +130,9 @@ class Repeats:
         with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked. The history
         keeps the repeat as SAID_AGAIN, not word for word: each copy in it makes the next one
         likelier."""
-        error = self.failed.get(self.said(reply))
-        if "not_run_again" not in self.rules or not self.small() or error is None:
+        if not self.failed_before(reply):
             return False
+        error = self.failed[self.said(reply)]
         self.nudges.append({**message, "content": SAID_AGAIN})
         self.nudges.status("not run: it failed before, and nothing has changed since")
         calls = self.actions_of(reply)
@@ -130,6 +141,11 @@ class Repeats:
         stuck = "the model keeps repeating actions that fail"
         self.nudges.push(not_run_again(name, command, error), stuck)
         return True
+
+    def failed_before(self, reply: Reply) -> bool:
+        """A small model's actions that failed before, with no file changed since (rule
+        not_run_again): `fails_again` does not run them."""
+        return "not_run_again" in self.rules and self.small() and self.said(reply) in self.failed
 
     def repeats(self, reply: Reply) -> bool:
         """A reply the same as an earlier one, with no file changed since: one with calls, or

@@ -286,8 +286,7 @@ class AgentRun:
             return ended
         check, step = closest
         try:
-            stop_run_processes(self.ctx)
-            put_back, _ = undo_steps_since(self.config.workspace, self.session.id, step)
+            put_back, _ = self.put_back_since(step)
         except (RestoreRefused, CheckpointError) as exc:
             self.say(f"the files stay as the last attempt left them ({exc})")
             return ended
@@ -358,7 +357,11 @@ class AgentRun:
         self.conversation.compact_if_needed()
         answering = self.conversation.reply_rule() == "answer"
         self.attempts.begin(len(self.session.history), self.session.revision, self.steps_taken)
-        reply = self.repeats.resampled(self.query(unlike=self.repeats.unlike()), self.reply_again)
+        reply = self.repeats.resampled(
+            self.query(unlike=self.repeats.unlike()),
+            self.reply_again,
+            self.attempts.stalled_by_repeat,
+        )
         said, before = self.repeats.notice(reply), self.files()
         self.calls.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
         repeat, changes = self.repeats.unstick, self.calls.changes
@@ -384,10 +387,7 @@ class AgentRun:
         try:
             if revision != self.session.revision:  # compacted since: its start is gone
                 raise RestoreRefused("the history was compacted during the attempt")
-            stop_run_processes(self.ctx)
-            put_back, tree = undo_steps_since(
-                self.config.workspace, self.session.id, attempts.steps_before
-            )
+            put_back, tree = self.put_back_since(attempts.steps_before)
         except (RestoreRefused, CheckpointError) as exc:
             self.say(f"cannot begin the task again ({exc}); going on with this attempt")
             attempts.give_up()
@@ -403,6 +403,13 @@ class AgentRun:
         self.progress.idle = 0
         self.say(f"the check fails again ({failed.last_line()}): attempt undone, task begun again")
         return True
+
+    def put_back_since(self, step: int) -> tuple[list[str], str]:
+        """Stop the run's background processes and put the files back as they were at the
+        session's checkpoint `step`, as a step of the session (lmagent.loop.restore): what was
+        put back, and the new tree. Raises RestoreRefused or CheckpointError."""
+        stop_run_processes(self.ctx)
+        return undo_steps_since(self.config.workspace, self.session.id, step)
 
     def count_progress(self, progressed: bool) -> None:
         """End the run (blocked) after steps in a row that changed nothing and ran nothing new
