@@ -2044,6 +2044,61 @@ def test_a_python_block_opening_with_a_tool_call_on_a_bare_file_name_is_actions(
     assert [(c["name"], c["arguments"]) for c in calls] == expected
 
 
+SHELL_CALL = 'shell("python3 hello.py", timeout=10, max_memory_mb=1024, background=False)'
+RUN_HELLO = (
+    "shell",
+    {"command": "python3 hello.py", "timeout": 10, "max_memory_mb": 1024, "background": False},
+)
+
+
+@pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        (  # each call of a tool in a shell block is that call: shell stops at "("
+            f'```bash\nwrite("hello.py", "print(1)")\n{SHELL_CALL}\n```',
+            [("write", {"path": "hello.py", "content": "print(1)"}), RUN_HELLO],
+        ),
+        (
+            f'```bash\nedit("hello.py", "1", "2")\n{SHELL_CALL}\n```',
+            [("edit", {"path": "hello.py", "search": "1", "replace": "2"}), RUN_HELLO],
+        ),
+        (  # calls, then commands
+            '```bash\nwrite(a.py, "x")\nedit(a.py, "x", "y")\npython3 a.py\nls\n```',
+            [
+                ("write", {"path": "a.py", "content": "x"}),
+                ("edit", {"path": "a.py", "search": "x", "replace": "y"}),
+                ("shell", {"command": "python3 a.py\nls"}),
+            ],
+        ),
+        (f"```python\n{SHELL_CALL}\n```", [RUN_HELLO]),  # no program: nothing defines shell
+        (f"```python\nfrom tools import shell\n{SHELL_CALL}\n```", []),  # a program
+        (f"```python\ndef shell(*a, **k):\n    pass\n\n\n{SHELL_CALL}\n```", []),
+    ],
+)
+def test_calls_of_tools_in_a_block_are_those_calls(block, expected):
+    """The 1.5B model wrote `write(...)` then `shell("python3 hello.py", timeout=10, ...)` in
+    one bash block: the second line went to bash, a syntax error, seven times in one run; the
+    shell call alone in a python block was saved as hello.py."""
+    known = {
+        "write": ["path", "content"],
+        "edit": ["path", "search", "replace"],
+        "shell": ["command", "timeout", "max_memory_mb", "background"],
+    }
+    calls = extract_text_calls(block, known, True)
+    assert [(c["name"], c["arguments"]) for c in calls] == expected
+
+
+def test_a_tool_call_under_a_write_in_a_shell_block_runs_as_that_tool(workspace):
+    block = f'```bash\nwrite("hello.py", "print(\'Hello, world!\')")\n{SHELL_CALL}\n```'
+    steps = [text(block), text("It prints Hello, world!\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Create hello.py and run it.")
+    assert result.status == "completed"
+    assert (workspace / "hello.py").read_text() == "print('Hello, world!')"
+    ran = last_message(requests[1])
+    assert "Hello, world!" in ran.split('<tool_result name="shell">')[1]
+    assert "syntax error" not in ran
+
+
 def test_a_changed_program_that_runs_cleanly_and_prints_nothing_counts_as_run(workspace):
     """utils.py written, run (no output), then TASK_COMPLETE: asked to run it again, a small
     model broke the file."""

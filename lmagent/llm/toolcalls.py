@@ -283,8 +283,8 @@ def _blocks_as_actions(
         meant = _meant_call(body, known) if language in SHELL_LANGUAGES else None
         actions = []
         if language in SHELL_LANGUAGES and not (meant or path):
-            first, body = _call_then_commands(body, known)
-            actions += [first] if first else []
+            calls, body = _calls_then_commands(body, known)
+            actions += calls
         if not path and not meant and place and _is_program(language, body):
             path = place(body, "python" if language in SHELL_LANGUAGES else language)
         if path and "write" in known:
@@ -333,14 +333,46 @@ _BARE_PATH_CALL = re.compile(r"(\w+)\(\s*[\w./-]+\.\w+\s*,")  # edit(hello.py, .
 
 def _calls_as_python(language: str, path: str, body: str, known: Known) -> bool:
     """A ```python block, under no path, that opens with a tool call given a bare file name
-    (`edit(hello.py, "x", "y")`, then `python3 hello.py`): the model's actions, read as a
-    ```bash block. No program passes a file name unquoted; written into the one Python file
-    the task creates, it replaced hello.py with those two lines."""
+    (`edit(hello.py, "x", "y")`, then `python3 hello.py`), or that is only calls of tools
+    (`shell("python3 hello.py", timeout=10)`): the model's actions, read as a ```bash block.
+    No program passes a file name unquoted, nor calls a function it never defines or imports;
+    written into the one Python file the task creates, each replaced hello.py."""
     if language not in ("python", "py") or path:
         return False
     code = [line for line in body.splitlines() if not _comment_or_blank(line)]
     call = _BARE_PATH_CALL.match(code[0].strip()) if code else None
-    return bool(call) and call.group(1) in known
+    return (bool(call) and call.group(1) in known) or _only_tool_calls(body, known)
+
+
+def _only_tool_calls(code: str, known: Known) -> bool:
+    """Python code that is nothing but calls of the tools by name, as statements."""
+    try:
+        statements = ast.parse(code).body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return bool(statements) and all(
+        isinstance(s, ast.Expr)
+        and isinstance(s.value, ast.Call)
+        and isinstance(s.value.func, ast.Name)
+        and s.value.func.id in known
+        for s in statements
+    )
+
+
+def _calls_then_commands(body: str, known: Known) -> tuple[list[dict], str]:
+    """The tool calls at the top of a shell block, one after another (`write(hello.py, ...)`
+    then `shell("python3 hello.py", timeout=10)`), and the commands under them: shell
+    would stop at each call's parenthesis (the 1.5B model's `shell(...)` line under its
+    write went to bash, a syntax error, seven times in one run)."""
+    calls: list[dict] = []
+    while True:
+        call, rest = _call_then_commands(body, known)
+        if call is None:
+            break
+        calls.append(call)
+        body = rest
+    last = _meant_call(body, known) if calls and body.strip() else None
+    return ([*calls, last], "") if last else (calls, body)
 
 
 def _call_then_commands(body: str, known: Known) -> tuple[dict | None, str]:
