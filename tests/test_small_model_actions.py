@@ -2070,6 +2070,14 @@ RUN_HELLO = (
                 ("shell", {"command": "python3 a.py\nls"}),
             ],
         ),
+        (  # a triple-quoted text, then a call: not one call up to the last parenthesis
+            "```bash\nwrite('app.py', '''import sys\nprint(sys.argv)\n''')\n"
+            "shell('python3 app.py Ann --shout')\n```",
+            [
+                ("write", {"path": "app.py", "content": "import sys\nprint(sys.argv)\n"}),
+                ("shell", {"command": "python3 app.py Ann --shout"}),
+            ],
+        ),
         (f"```python\n{SHELL_CALL}\n```", [RUN_HELLO]),  # no program: nothing defines shell
         (f"```python\nfrom tools import shell\n{SHELL_CALL}\n```", []),  # a program
         (f"```python\ndef shell(*a, **k):\n    pass\n\n\n{SHELL_CALL}\n```", []),

@@ -308,8 +308,13 @@ _ASSIGNED_CALL = re.compile(r"^\s*TOOL\s*[=:]\s*(\w+)\s*\n\s*arguments\s*[=:]\s*
 
 def _meant_call(body: str, known: Known) -> dict | None:
     """A tool call put in a shell block (`write(a.json, '{...}')`, or TOOL=write and
-    arguments={...} on two lines): what the model meant, not a command."""
+    arguments={...} on two lines): what the model meant, not a command. Not a call with more
+    under it (`write('app.py', '''...''')`, then `shell('python3 app.py')`): read whole, as
+    one call up to the last parenthesis, the second call had become the end of app.py."""
     code = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("#"))
+    first, rest = _call_then_commands(code, known)
+    if first is not None and rest.strip():
+        return None
     whole = _WHOLE_CALL.match(code)  # also over several lines: write(a.txt, """...""")
     parameters = known.get(whole.group(1)) if whole and isinstance(known, dict) else None
     if whole and parameters is not None:
