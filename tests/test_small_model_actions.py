@@ -2107,6 +2107,20 @@ def test_a_tool_call_under_a_write_in_a_shell_block_runs_as_that_tool(workspace)
     assert "syntax error" not in ran
 
 
+def test_a_model_calling_tools_as_text_is_not_told_the_tools_on_demand_which_still_run(
+    workspace,
+):
+    subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)
+    (workspace / "a.txt").write_text("a\n")
+    status = '<tool_call>{"name": "git_status", "arguments": {}}</tool_call>'
+    steps = [text(status), text("One file is new.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="What does git status say?")
+    system = requests[0]["messages"][0]["content"]
+    assert "More tools" not in system and "git_commit" not in system and "delegate" not in system
+    assert "shell(command" in system  # the tools described are still there
+    assert "a.txt" in last_message(requests[1]) and result.status == "completed"
+
+
 def test_a_changed_program_that_runs_cleanly_and_prints_nothing_counts_as_run(workspace):
     """utils.py written, run (no output), then TASK_COMPLETE: asked to run it again, a small
     model broke the file."""

@@ -252,7 +252,10 @@ def system_prompt(workspace: Workspace, session: Session, toolset: Toolset, tool
     ]
     if tool_form != "native":
         parts.append("Tools:\n" + "\n".join(_tool_line(s) for s in toolset.schemas()))
-    more = toolset.on_demand_line()
+    # a model calling tools as text is not told the tools on demand, which still run when
+    # called: named (git_commit, delegate, process_kill...), the 1.5B model's first reply to
+    # "Implement is_even in utils.py" committed the untouched file, in run after run
+    more = toolset.on_demand_line() if tool_form != "text" else ""
     if more:
         parts.append(f"More tools, called the same way: {more}.")
     parts.append(_CALL_FORMS[tool_form])
