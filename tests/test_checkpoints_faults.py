@@ -78,7 +78,10 @@ def recorded_step(root: Path, session: str, change) -> dict:
     recorder = StepRecorder(root, session)
     before = recorder.before("shell")
     change()
-    return recorder.after(before, "shell", "call_1")
+    record = recorder.after(before, "shell", "call_1")
+    if recorder.upkeep:
+        recorder.upkeep.join(60)  # its packing done, as a run's is long before it ends
+    return record
 
 
 def fill_inodes(filler: Path, leave: int) -> None:

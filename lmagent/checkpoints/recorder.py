@@ -72,7 +72,8 @@ class StepRecorder:
         repo = self.checkpoints.repo
         with contextlib.suppress(CheckpointError, OSError):
             repo.stage_tree()
-            repo.pack()
+            with self.checkpoints.locked():  # never beside another run's cap: its repack and
+                repo.pack()  # prune, with this one's, lost a session's kept history (CI)
             if self.max_bytes:
                 self.cap()
 
