@@ -653,7 +653,12 @@ def test_finishing_after_a_change_without_looking_is_questioned_once(workspace):
     ("change", "look", "asked"),
     [  # showing a changed program is not running it; a data file written silently is shown
         ("echo 'print(1)' > hello.py\ncat hello.py", "python3 hello.py", "$ python3 hello.py\n1"),
-        ("echo 8421 > answer.txt", "cat answer.txt", "check your work"),
+        (
+            "echo 8421 > answer.txt",
+            "cat answer.txt",
+            "made with the task:\n\nanswer.txt\n```\n8421\n```",
+        ),
+        ("printf 'a\\0b' > a.bin", "ls", "check your work"),  # none to show: binary
     ],
 )
 def test_finishing_unchecked_is_asked_for_the_right_check(workspace, change, look, asked):
@@ -662,6 +667,28 @@ def test_finishing_unchecked_is_asked_for_the_right_check(workspace, change, loo
     result, requests, _ = embedded_run(workspace, steps, task="make the file")
     assert asked in last_message(requests[2])
     assert result.status == "completed" and len(requests) == 4
+
+
+def test_an_answer_after_a_command_made_a_file_unseen_shows_that_file_first(workspace):
+    """A 1.5B model's awk wrote older.txt empty and it answered with a summary of what it
+    meant to do: the run ended completed, the file never seen. An answer is a finish: the file
+    is shown (its first lines, how many in all) before it is accepted."""
+    (workspace / "people.csv").write_text("name,age\nAda,36\nBob,25\n")
+    steps = [
+        text(
+            "```bash\ngrep -E 'age > 30' people.csv | cut -d, -f1 > older.txt\nseq 30 > n.txt\n```"
+        ),
+        text("The names are written to older.txt."),
+        text("```bash\nawk -F, 'NR > 1 && $2 > 30 {print $1}' people.csv > older.txt\n```"),
+        text("The names are written to older.txt."),
+    ]
+    result, requests, _ = embedded_run(workspace, steps, task="Write the names of those over 30")
+    nudge = last_message(requests[2])
+    assert "older.txt\n```\n(empty)\n```" in nudge
+    assert "n.txt\n```\n1\n2\n" in nudge and "20\n… (30 lines in all)\n```" in nudge
+    assert "\n21\n" not in nudge
+    assert (workspace / "older.txt").read_text() == "Ada\n"
+    assert result.status == "completed" and len(requests) == 4  # asked once
 
 
 def test_finishing_after_looking_at_the_change_ends_at_once(workspace):

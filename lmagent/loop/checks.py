@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from lmagent.loop.verify import RUNNERS, TASK_RUNNERS, Check, Verifier
+from lmagent.loop.verify import RUNNERS, TASK_RUNNERS, Check, Look, Verifier
 
 NUDGE_CHECK = (
     "Before finishing, check your work: files changed since you last looked at a result. Show "
@@ -50,6 +50,36 @@ def ran_nudge(runs: dict[str, Check]) -> str:
         f"\n\n{shown}\n\nIf that is what the task asks for, reply TASK_COMPLETE; otherwise "
         "fix what is wrong."
     )
+
+
+SHOWN_LINES = 20  # of a file a command changed silently, shown at the finish
+SHOWN_FILES = 3
+
+
+def made_nudge(paths: list[str], look: Look) -> str:
+    """What a model finishing after commands that changed files and printed nothing is told:
+    those files as they are now, to compare with the task (NUDGE_CHECK when none can be read).
+    Its awk wrote an empty older.txt and a 1.5B model called the task done, unseen; asked to
+    look, a small model spends a step to see what the harness can show."""
+    shown = [_shown(path, look) for path in paths[:SHOWN_FILES]]
+    if not any(shown):
+        return NUDGE_CHECK
+    files = "\n\n".join(text for text in shown if text)
+    return (
+        f"Before finishing, compare what your commands made with the task:\n\n{files}\n\n"
+        "If that is what the task asks for, reply TASK_COMPLETE; otherwise fix what is wrong."
+    )
+
+
+def _shown(path: str, look: Look) -> str:
+    """A file as it is now, its first SHOWN_LINES lines (blank when it cannot be read)."""
+    result = look("read", {"path": path, "limit": SHOWN_LINES})
+    if not result.get("success"):
+        return ""
+    content = str(result.get("content") or "").rstrip("\n") or "(empty)"
+    total = int(result.get("total_lines") or 0)
+    more = f"\n… ({total} lines in all)" if total > SHOWN_LINES else ""
+    return f"{path}\n```\n{content}{more}\n```"
 
 
 CheckFor = Callable[[str], "str | None"]  # the check a finish after changing a file would run
@@ -237,15 +267,16 @@ def mentions(command: str, path: Path) -> bool:
 
 
 class WorkChecks:
-    """`unchecked`: files changed silently since the model last looked at a result; `unrun`:
-    programs changed since it last ran a command. `before_finishing` asks once."""
+    """`silent`: files commands changed without printing anything since the model last looked
+    at a result; `unrun`: programs changed since it last ran a command. `before_finishing`
+    asks once."""
 
     def __init__(self):
         self.clear()
 
     def clear(self) -> None:
         """Nothing changed, nothing asked: at the start, and when the task is begun again."""
-        self.unchecked = False
+        self.silent: list[str] = []
         self.unrun: set[str] = set()
         self.asked = False
 
@@ -265,21 +296,24 @@ class WorkChecks:
         tested = result.get("output") and self.unrun  # pytest: names no program
         ran = name == "shell" and result.get("success") and not only_looks(command)
         if name in ("read", "shell") and shown:
-            self.unchecked = False
+            self.silent.clear()
         if name == "shell" and shown and not only_looks(command):
             self.unrun.clear()
         if name == "shell" and changed and not shown:
-            self.unchecked = True
+            self.silent += [path for path in changed if path not in self.silent]
         self.unrun.update(made)
         self.unrun -= named  # `python3 utils.py`, printing nothing; `echo ... > a.py` and
         return bool(ran and (named or tested))  # `python3 a.py` in one command
 
-    def before_finishing(self, ran: dict[str, Check]) -> str:
+    def before_finishing(self, ran: dict[str, Check], look: Look) -> str:
         """The nudge for a model finishing now, once per run; blank when none is due. `ran`:
-        the programs the finish's check has just run cleanly, by path."""
-        if self.asked or not (self.unchecked or self.unrun):
+        the programs the finish's check has just run cleanly, by path; `look` reads the files
+        commands changed silently, to show them."""
+        if self.asked or not (self.silent or self.unrun):
             return ""
         self.asked = True
         if self.unrun and self.unrun <= ran.keys():
             return ran_nudge({path: ran[path] for path in sorted(self.unrun)})
-        return check_nudge(sorted(self.unrun))
+        if self.unrun:
+            return check_nudge(sorted(self.unrun))
+        return made_nudge(self.silent, look)

@@ -118,7 +118,8 @@ class Finish:
         if done.never_acted and self.nudged_nothing and not shows_code(content):
             self.answer = content.strip()  # told that nothing was done, it answers again
             self.keep_the_answer(done)
-        if not self.finishes_unverified(done, only_shown=self.only_shows_code(content, done)):
+        only_shown = self.only_shows_code(content, done)
+        if not (self.finishes_unverified(done, only_shown) or self.finishes_unchecked(done)):
             raise Completed(content.strip())
 
     def gives_up(self, content: str, done: Done) -> bool:
@@ -210,13 +211,13 @@ class Finish:
         return done.never_acted and self.nudged_code and shows_code(content)
 
     def finishes_unchecked(self, done: Done) -> bool:
-        """Nudge once (True) a model calling tools as text (a small one) that finishes with
-        changes it has not looked at (lmagent.loop.checks), unless the harness has just run
-        their tests or the task's commands and they passed."""
+        """Nudge once (True) a model calling tools as text (a small one) that finishes (with
+        TASK_COMPLETE or an answer) with changes it has not looked at (lmagent.loop.checks),
+        unless the harness has just run their tests or the task's commands and they passed."""
         if "unchecked" not in self.rules:
             return False
         unconfirmed = done.text_calls and not self.verifier.confirmed
-        nudge = unconfirmed and self.checks.before_finishing(self.verifier.programs_ran)
+        nudge = unconfirmed and self.checks.before_finishing(self.verifier.programs_ran, self.look)
         if nudge:
             self.nudges.nudge(nudge, "asking the model to check its changes first")
         return bool(nudge)

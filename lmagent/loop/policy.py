@@ -37,7 +37,7 @@ RULES = frozenset(
         "claims_without_tools",  # TASK_COMPLETE before any tool, with code or nothing else
         "verify",  # a finish after changes refused while its check fails
         "fresh_start",  # a check failing again: the attempt undone, the task begun again, sampled
-        "unchecked",  # a finish with changes not looked at: asked to check once
+        "unchecked",  # a finish with changes not looked at: shown, or asked to check, once
         "announced",  # work announced without a call: pushed to do it
         "code_nudge",  # code shown before any tool was called: told to act, once
         "open_work",  # a finish with open todos or plan steps: reminded once
