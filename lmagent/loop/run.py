@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lmagent.checkpoints.recorder import StepRecorder
-from lmagent.checkpoints.shadow import CheckpointError
 from lmagent.core.config import Config
 from lmagent.core.status import STATUS_ERROR, STATUS_RUNNING
 from lmagent.core.stop import StopToken
@@ -63,17 +62,15 @@ from lmagent.loop.prompts import (
     NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
-    closest_note,
     cut_in_block_nudge,
     final_text,
-    fresh_start_note,
     parse_plan,
     parse_wait,
     resume_message,
     system_prompt,
 )
 from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
-from lmagent.loop.restore import RestoreRefused, undo_steps_since
+from lmagent.loop.restarts import AttemptUndo
 from lmagent.loop.verify import CHECK_ENV, CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
@@ -170,6 +167,9 @@ class AgentRun:
             config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
         )
         self.ctx = self.tool_context()
+        self.undo = AttemptUndo(
+            config.workspace, session, self.ctx, self.checkpoints, self.attempts, self.say
+        )
         self.calls = self.call_runner()
         self.conversation = self.new_conversation(context_length)
 
@@ -260,7 +260,7 @@ class AgentRun:
             while True:
                 self.step()
         except RunEnded as exc:
-            ended = self.closest_left(exc)
+            ended = self.undo.closest_left(exc)
         except LLMStopped as exc:
             ended = Interrupted(str(exc) or "stopped")
         except LLMTimeout as exc:
@@ -276,25 +276,6 @@ class AgentRun:
         except Exception as exc:  # a bug or a full disk must still leave the session resumable
             ended = _failure(exc, self.session.id)
         return self.finish(ended)
-
-    def closest_left(self, ended: RunEnded) -> RunEnded:
-        """A small model's run that ends unfinished (blocked, not verified, out of steps) leaves
-        the files as they were at its closest check (lmagent.loop.attempts), not as a later,
-        worse attempt left them: put back as a step of the session, which undoing reverses."""
-        closest = self.attempts.closest_step()
-        if closest is None or not isinstance(ended, (Blocked, LimitsExceeded)):
-            return ended
-        check, step = closest
-        try:
-            put_back, _ = self.put_back_since(step)
-        except (RestoreRefused, CheckpointError) as exc:
-            self.say(f"the files stay as the last attempt left them ({exc})")
-            return ended
-        if put_back:
-            note = closest_note(check.last_line(), put_back)
-            self.say(note)
-            ended.message = f"{ended.message}; {note}"
-        return ended
 
     def finish(self, ended: RunEnded) -> RunResult:
         meta = _ending_meta(ended)
@@ -356,7 +337,7 @@ class AgentRun:
         self.count_iteration()
         self.conversation.compact_if_needed()
         answering = self.conversation.reply_rule() == "answer"
-        self.attempts.begin(len(self.session.history), self.session.revision, self.steps_taken)
+        self.attempts.begin(len(self.session.history), self.session.revision, self.undo.steps_taken)
         reply = self.repeats.resampled(
             self.query(unlike=self.repeats.unlike()),
             self.reply_again,
@@ -369,47 +350,17 @@ class AgentRun:
             self.take(reply, answering)
         finally:  # what it did, for a repeat of it to be known
             self.repeats.remember(said, before, self.calls.ran, self.error)
-        if self.attempts.due() and self.start_again():
+        if self.attempts.due() and self.undo.start_again(self.afresh):
             return
         self.count_progress(self.calls.changes > changes or (self.step_ok and not repeat))
 
-    def steps_taken(self) -> int:
-        """The session's checkpoint steps so far (the last one's number)."""
-        steps = self.checkpoints.checkpoints.steps(self.session.id)
-        return steps[-1]["step"] if steps else 0
-
-    def start_again(self) -> bool:
-        """Undo the attempt whose check keeps failing and begin the task again from the history
-        it began with (rule fresh_start, lmagent.loop.attempts); False when its files cannot be
-        put back (the run goes on as it was)."""
-        attempts, failed = self.attempts, self.attempts.failed
-        start, revision = attempts.opening
-        try:
-            if revision != self.session.revision:  # compacted since: its start is gone
-                raise RestoreRefused("the history was compacted during the attempt")
-            put_back, tree = self.put_back_since(attempts.steps_before)
-        except (RestoreRefused, CheckpointError) as exc:
-            self.say(f"cannot begin the task again ({exc}); going on with this attempt")
-            attempts.give_up()
-            return False
-        self.checkpoints.tree = tree or self.checkpoints.tree
-        told = fresh_start_note(failed.last_line(), put_back)
-        note = {"role": "user", "content": told, "note": "again"}
-        self.session.record_compaction(start, len(self.session.history), note)
-        attempts.restarted(self.session.revision, self.steps_taken())
+    def afresh(self) -> None:
+        """What the run forgets of an attempt undone when the task is begun again
+        (lmagent.loop.restarts): its finishing nudges, unchecked changes, idle steps."""
         self.finishing.new_attempt()
         self.checks.clear()
         self.nudges.forgive()
         self.progress.idle = 0
-        self.say(f"the check fails again ({failed.last_line()}): attempt undone, task begun again")
-        return True
-
-    def put_back_since(self, step: int) -> tuple[list[str], str]:
-        """Stop the run's background processes and put the files back as they were at the
-        session's checkpoint `step`, as a step of the session (lmagent.loop.restore): what was
-        put back, and the new tree. Raises RestoreRefused or CheckpointError."""
-        stop_run_processes(self.ctx)
-        return undo_steps_since(self.config.workspace, self.session.id, step)
 
     def count_progress(self, progressed: bool) -> None:
         """End the run (blocked) after steps in a row that changed nothing and ran nothing new
