@@ -88,7 +88,7 @@ class Repeats:
             reply = self.began_as(reply)
         if "resample" not in self.rules or not (self.small() and (began or self.repeats(reply))):
             return reply
-        if self.failed_before(reply) and begins_again():
+        if self.error_before(reply) and begins_again():
             self.nudges.status("the reply repeats one that failed; not asked again")
             return reply
         for _ in range(RESAMPLES):
@@ -130,9 +130,9 @@ class Repeats:
         with the error, as a nudge: after MAX_NUDGES in a row the run ends blocked. The history
         keeps the repeat as SAID_AGAIN, not word for word: each copy in it makes the next one
         likelier."""
-        if not self.failed_before(reply):
+        error = self.error_before(reply)
+        if not error:
             return False
-        error = self.failed[self.said(reply)]
         self.nudges.append({**message, "content": SAID_AGAIN})
         self.nudges.status("not run: it failed before, and nothing has changed since")
         calls = self.actions_of(reply)
@@ -142,10 +142,12 @@ class Repeats:
         self.nudges.push(not_run_again(name, command, error), stuck)
         return True
 
-    def failed_before(self, reply: Reply) -> bool:
-        """A small model's actions that failed before, with no file changed since (rule
-        not_run_again): `fails_again` does not run them."""
-        return "not_run_again" in self.rules and self.small() and self.said(reply) in self.failed
+    def error_before(self, reply: Reply) -> str:
+        """The error a small model's actions met before, with no file changed since (rule
+        not_run_again): `fails_again` does not run them. Blank when they did not fail."""
+        if "not_run_again" not in self.rules or not self.small():
+            return ""
+        return self.failed.get(self.said(reply), "")
 
     def repeats(self, reply: Reply) -> bool:
         """A reply the same as an earlier one, with no file changed since: one with calls, or
