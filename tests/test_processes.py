@@ -370,6 +370,25 @@ def test_tools_start_follow_feed_and_stop_a_process(tools_env):
     assert (killed["running"], killed["exit_code"]) == (False, 143)
 
 
+def test_a_background_process_that_ended_with_an_error_fails_as_a_command_would(tools_env):
+    """A 1.5B model, told `"success": true` for a background `python3 sales.py` that could not
+    open the file (exit code 2), wrote 0 as the total the program was to compute."""
+    toolset, ctx, _ = tools_env
+
+    def ended(command: str) -> tuple[dict, dict]:
+        started = toolset.execute(ctx, "shell", {"command": command, "background": True})
+        arguments = {"process_id": started["process_id"]}
+        read = lambda: toolset.execute(ctx, "process_output", arguments)  # noqa: E731
+        return started, wait_for(lambda: (a := read())["running"] is False and a, what="an end")
+
+    started, failed = ended("exit 3")
+    assert started["success"] is bool(started["running"])  # failed, unless seen running
+    assert failed["success"] is False and failed["exit_code"] == 3
+    assert failed["error"] == "the process exited with code 3"
+    _, worked = ended("true")
+    assert worked["success"] is True and worked["exit_code"] == 0
+
+
 def test_another_runs_process_ids_are_refused(tools_env):
     toolset, ctx, services = tools_env
     pid = toolset.execute(ctx, "shell", {"command": "sleep 100", "background": True})["process_id"]

@@ -67,9 +67,20 @@ def _tell(ctx: ToolContext, process: dict, state: str | None = None) -> None:
     ctx.emit(event)
 
 
+def _failed_if_it_failed(result: dict) -> dict:
+    """A process seen to have ended with an error fails as the command would in the
+    foreground (told `"success": true` with exit code 2 for `python3 sales.py`, a file that
+    did not exist, a 1.5B model wrote 0 as the total the program was to compute)."""
+    code = result.get("exit_code")
+    if not result.get("running") and isinstance(code, int) and code != 0:
+        result.update(success=False, error=f"the process exited with code {code}")
+    return result
+
+
 def start_background(ctx: ToolContext, command: str, max_memory_mb: int | None) -> dict:
     """shell(background=true): start `command`; its id and first output."""
-    return _call(ctx, lambda p: p.start(command, max_memory_mb=max_memory_mb, owner=owner(ctx)))
+    started = _call(ctx, lambda p: p.start(command, max_memory_mb=max_memory_mb, owner=owner(ctx)))
+    return _failed_if_it_failed(started)
 
 
 def timeout_hint(ctx: ToolContext, result: dict) -> dict:
@@ -86,7 +97,9 @@ def tool_process_output(
     since: A[int | None, "byte offset: only output after it (the `next` of the last call)"] = None,
 ) -> dict:
     """New output of a background process, whether it still runs, and its exit code."""
-    return _call(ctx, lambda p: p.output(process_id, since or 0, owner=owner(ctx)))
+    return _failed_if_it_failed(
+        _call(ctx, lambda p: p.output(process_id, since or 0, owner=owner(ctx)))
+    )
 
 
 def tool_process_input(
