@@ -691,6 +691,44 @@ def test_an_answer_after_a_command_made_a_file_unseen_shows_that_file_first(work
     assert result.status == "completed" and len(requests) == 4  # asked once
 
 
+@pytest.mark.parametrize(
+    ("path", "content", "told"),
+    [
+        ("settings.json", "true true 3", "not valid JSON now (Extra data: line 1 column 6"),
+        ("settings.json", '{"debug": true}', "saved; if that was all the task asks"),
+        ("tsconfig.json", '{"a": 1, // a comment\n}', "saved; if that was all the task asks"),
+        ("notes.txt", "true true 3", "saved; if that was all the task asks"),
+    ],
+)
+def test_a_json_file_written_is_parsed_and_a_broken_one_is_said(workspace, path, content, told):
+    """Told "saved; if that was all the task asks, reply TASK_COMPLETE" after writing `true
+    true 3` into settings.json, a 1.5B model finished. A file with comments (JSONC, as
+    tsconfig.json) is not judged."""
+    call = {"name": "write", "arguments": {"path": path, "content": content}}
+    steps = [text(f"<tool_call>{json.dumps(call)}</tool_call>"), text("Done.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="set debug to true")
+    assert told in last_message(requests[1])
+
+
+def test_without_the_data_check_a_broken_json_file_is_not_said(workspace):
+    call = {"name": "write", "arguments": {"path": "a.json", "content": "{"}}
+    steps = [text(f"<tool_call>{json.dumps(call)}</tool_call>"), text("Done.\nTASK_COMPLETE")]
+    rules = RULES - {"data_check"}
+    _, requests, _ = embedded_run(workspace, steps, task="write a.json", rules=rules)
+    assert "not valid JSON" not in last_message(requests[1])
+
+
+def test_a_broken_json_file_written_again_unchanged_is_not_run_again(workspace):
+    """The step failed: the same write, nothing changed since, would fail the same way."""
+    call = {"name": "write", "arguments": {"path": "a.json", "content": "{"}}
+    reply = f"<tool_call>{json.dumps(call)}</tool_call>"
+    steps = [text(reply), text(reply), text(reply), text("Done.\nTASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="write a.json", rules=ONE_ATTEMPT)
+    told = [last_message(r) for r in requests[1:]]
+    assert any("it is not valid JSON now" in message for message in told)
+    assert any(message.startswith("Not ") for message in told)
+
+
 def test_finishing_after_looking_at_the_change_ends_at_once(workspace):
     steps = [
         text("hello.py\n```python\nprint('hi')\n```"),

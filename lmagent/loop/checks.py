@@ -6,6 +6,7 @@ it done. Asked once to check, it ran the program, saw the error and fixed it.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shlex
 from collections.abc import Callable
@@ -153,12 +154,48 @@ SHOWN_ABOVE = "(the same result as the check above, whose output is there: {})"
 UNCHANGED = "nothing changed: the file already held exactly this"
 
 
+NOT_JSON = "saved, but it is not valid JSON now ({}): fix it"
+
+
+def json_error(path: str, look: Look) -> str:
+    """Why a .json file does not parse now ("Expecting value: line 1 column 1 (char 0)");
+    blank when it does, when it cannot be read whole, or when it holds comments (JSONC, as
+    tsconfig.json does: not judged). Told "saved; if that was all the task asks, reply
+    TASK_COMPLETE" after writing `true true 3` into settings.json, the 1.5B model finished."""
+    if Path(path).suffix.lower() != ".json":
+        return ""
+    read = look("read", {"path": path})
+    content = str(read.get("content") or "")
+    whole = read.get("success") and read.get("next_offset") is None
+    if not whole or "//" in content or "/*" in content:
+        return ""
+    try:
+        json.loads(content)
+    except ValueError as exc:
+        return str(exc)
+    return ""
+
+
+def check_data(name: str, arguments: object, result: dict, look: Look) -> bool:
+    """For a small model, on the result of a write or an edit of a .json file: whether it
+    parses; when it does not, the result says so (True), a failure of the step."""
+    path = arguments.get("path", "") if isinstance(arguments, dict) else ""
+    if name not in ("write", "edit") or not result.get("success") or not path:
+        return False
+    error = json_error(str(path), look)
+    if error:
+        result["next"] = NOT_JSON.format(error)
+    return bool(error)
+
+
 def failed_check(result: dict) -> str:
     """For the result of a write or an edit whose check the harness ran (`check_after_change`)
     and saw fail, that failure as an error ("its check fails: 1 failed in 0.2s"); blank
     otherwise. The write worked, but the step did not: the same write again, nothing changed
     since, would fail the same way (the 1.5B model wrote the same wrong proverb.py four times,
     told each time after the second "this exact call already succeeded before")."""
+    if str(result.get("next")).startswith(NOT_JSON[:20]):
+        return str(result["next"]).removeprefix("saved, but ")
     if result.get("next") not in (CHECKED_FAILS, FAILS_AS_BEFORE):
         return ""
     last = last_output_line(result)
@@ -210,7 +247,8 @@ def next_for_small_model(
     rules: frozenset[str],
 ) -> None:
     """On a call's result, for a small model: after a write or an edit, the check its finish
-    would run, run (`auto_check`); else the next step named (`next_step`)."""
+    would run, run (`auto_check`), or a .json file parsed (`data_check`); else the next step
+    named (`next_step`)."""
     check_for = functools.cache(verifier.check_for)  # a glob of the tests: once per call
     if "auto_check" in rules and name == "shell" and shown_above(arguments, result, verifier):
         return
@@ -218,6 +256,8 @@ def next_for_small_model(
         name, arguments, result, verifier, check_for, checks
     ):
         return  # the result says how the check went: that is the next step
+    if "data_check" in rules and check_data(name, arguments, result, verifier.look):
+        return
     if "next_step" in rules:
         name_next_step(name, arguments, result, ran, check_for)
 

@@ -31,6 +31,7 @@ RULES = frozenset(
         "cut_in_block",  # a reply cut off at its length limit inside a block: said, asked again
         "not_run_again",  # an action that failed, nothing changed since: not run, told why
         "auto_check",  # a small model's write or edit: the finish's check run, its output shown
+        "data_check",  # a small model's write or edit of a .json file: parsed, told if broken
         "next_step",  # a write's, a first clean run's or a commit's result names the next step
         "blocked_nudge",  # BLOCKED after a failed call: nudged once to go on
         "wait_nudge",  # a small model's first WAIT: nudged once to act or finish
