@@ -251,8 +251,7 @@ def system_prompt(workspace: Workspace, session: Session, toolset: Toolset, tool
         _ending(toolset, tool_form),
     ]
     if tool_form != "native":
-        lines = (_tool_line(schema, tool_form == "text") for schema in toolset.schemas())
-        parts.append("Tools:\n" + "\n".join(lines))
+        parts.append("Tools:\n" + "\n".join(_tool_line(s) for s in toolset.schemas()))
     # a model calling tools as text is not told the tools on demand, which still run when
     # called: named (git_commit, delegate, process_kill...), the 1.5B model's first reply to
     # "Implement is_even in utils.py" committed the untouched file, in run after run
@@ -285,15 +284,9 @@ def progress_message(session: Session) -> str:
     return f"Your recorded progress (always current):\n{pinned}" if pinned else ""
 
 
-def _tool_line(schema: dict, required_only: bool) -> str:
-    """A tool's line: its name, parameters and description. A model calling tools as text is
-    shown only the parameters a call needs: shown `shell(command, timeout, max_memory_mb,
-    background)`, the 1.5B model wrote `shell(is_even.py, 10, 1024, background)`, and
-    copied optional parameters in 11 of 42 own-task runs; the others still work when given."""
+def _tool_line(schema: dict) -> str:
     function = schema["function"]
-    parameters = function["parameters"]
-    needed = set(parameters.get("required") or ()) if required_only else None
-    args = ", ".join(p for p in parameters["properties"] if needed is None or p in needed)
+    args = ", ".join(function["parameters"]["properties"])
     return f"- {function['name']}({args}): {function['description']}"
 
 
