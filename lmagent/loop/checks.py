@@ -154,7 +154,8 @@ SHOWN_ABOVE = "(the same result as the check above, whose output is there: {})"
 UNCHANGED = "nothing changed: the file already held exactly this"
 
 
-NOT_JSON = "saved, but it is not valid JSON now ({}): fix it"
+SAVED_BUT = "saved, but "  # a write that worked, whose step failed: the rest is the error
+NOT_JSON = SAVED_BUT + "it is not valid JSON now ({}): fix it"
 
 
 def json_error(path: str, look: Look) -> str:
@@ -194,8 +195,8 @@ def failed_check(result: dict) -> str:
     otherwise. The write worked, but the step did not: the same write again, nothing changed
     since, would fail the same way (the 1.5B model wrote the same wrong proverb.py four times,
     told each time after the second "this exact call already succeeded before")."""
-    if str(result.get("next")).startswith(NOT_JSON[:20]):
-        return str(result["next"]).removeprefix("saved, but ")
+    if str(result.get("next")).startswith(SAVED_BUT):
+        return str(result["next"]).removeprefix(SAVED_BUT)
     if result.get("next") not in (CHECKED_FAILS, FAILS_AS_BEFORE):
         return ""
     last = last_output_line(result)
