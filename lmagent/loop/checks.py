@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
+from lmagent.loop.named import fenced
 from lmagent.loop.verify import RUNNERS, TASK_RUNNERS, Check, Look, Verifier
 
 NUDGE_CHECK = (
@@ -80,7 +81,7 @@ def _shown(path: str, look: Look) -> str:
     content = str(result.get("content") or "").rstrip("\n") or "(empty)"
     total = int(result.get("total_lines") or 0)
     more = f"\n… ({total} lines in all)" if total > SHOWN_LINES else ""
-    return f"{path}\n```\n{content}{more}\n```"
+    return f"{path}\n{fenced(content + more)}"
 
 
 CheckFor = Callable[[str], "str | None"]  # the check a finish after changing a file would run

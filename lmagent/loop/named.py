@@ -139,11 +139,11 @@ def _file(path: str, read: dict, budget: int) -> tuple[str, int]:
         outline = outline_of(content) if path.endswith(".py") else ""
         if outline and len(outline) <= budget:
             shown = f"{path}: {lines}, too long to show whole; its imports and first test:"
-            return f"{shown}\n{_fenced(outline)}", budget - len(outline)
+            return f"{shown}\n{fenced(outline)}", budget - len(outline)
         return f"{path}: {lines}, too long to show here", budget
     lines = read.get("total_lines", 0)
     counted = f"\n({lines} lines)" if lines > COUNTED_LINES else ""
-    return f"{path}\n{_fenced(content)}{counted}", budget - len(content)
+    return f"{path}\n{fenced(content)}{counted}", budget - len(content)
 
 
 def outline_of(content: str) -> str:
@@ -197,7 +197,8 @@ def _source(lines: list[str], node: ast.stmt) -> list[str]:
     return [*found[:-1], found[-1] if found[-1].endswith("\n") else found[-1] + "\n"]
 
 
-def _fenced(content: str) -> str:
+def fenced(content: str) -> str:
+    """`content` in a fenced block, a longer fence when it holds one."""
     fence = "````" if "```" in content else "```"
     ending = "" if content.endswith("\n") else "\n"
     return f"{fence}\n{content}{ending}{fence}"
