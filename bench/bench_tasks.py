@@ -10,8 +10,10 @@ of the folder per task, at most STEPS steps and TIMEOUT seconds. Every request g
 evaluated and reused, tokens generated, wall time.
 
 Agents: `lmagent` (this checkout, set up as `--embedded` sets up the default model),
-`lmagent-oneshot` and `lmagent-oneshot-before` (`--embedded` itself, a new server per task: the
-saved prompt kept from task to task with n-gram speculation, or neither, as before issue 35),
+`lmagent-oneshot`, `lmagent-oneshot-unwarmed` and `lmagent-oneshot-before` (`--embedded`
+itself, as each task's own process: today's default, which keeps the server loaded from task to
+task (EMBEDDED_KEEP_WARM); the same with a new server per task; and a new server per task
+without the saved prompt and the n-gram speculation, as before issue 35),
 `lmagent-base` (another checkout, e.g. `git worktree add /tmp/small-base 0e4416d`, with its
 defaults), `mini-text` and `mini-tool` (mini-swe-agent with its text-based and its tool-call
 config), `aider`. Each peer is installed with pip in its own venv under --venvs (made on first
@@ -51,6 +53,7 @@ TIMEOUT = 900.0  # seconds per task and agent
 N_CTX = 8192  # the window --embedded loads the model with
 CACHE_TARGET = 1.2  # prompt tokens evaluated per request at most this many times its new ones
 ONESHOT, ONESHOT_BEFORE = "lmagent-oneshot", "lmagent-oneshot-before"  # issue 35's comparison
+ONESHOT_UNWARMED = "lmagent-oneshot-unwarmed"  # today's default but the server kept loaded
 RUN = [sys.executable]  # how checkers run the programs the agents wrote (host python)
 
 
@@ -574,11 +577,12 @@ def lmagent(name: str, root: Path, embedded: bool, steps: int = STEPS) -> Agent:
     return Agent(name, command, source=root)
 
 
-def lmagent_oneshot(name: str, cache: Path | None, speculation: str) -> Agent:
-    """`agent_main.py --embedded` as a user runs it: each task starts its own server. The
-    model's cache folder (XDG_CACHE_HOME) is `cache`, where the saved prompt is kept from task
-    to task, or with `cache` None one of the task's own (nothing saved from an earlier run, as
-    before issue 35); either holds a link to the bundled model, so nothing is fetched."""
+def lmagent_oneshot(name: str, cache: Path | None, speculation: str, keep_warm: float) -> Agent:
+    """`agent_main.py --embedded` as a user runs it: each task starts its own server, or uses
+    the one an earlier task left loaded (`keep_warm` minutes, EMBEDDED_KEEP_WARM). The model's
+    cache folder (XDG_CACHE_HOME) is `cache`, where the saved prompt is kept from task to task,
+    or with `cache` None one of the task's own (nothing saved from an earlier run, as before
+    issue 35); either holds a link to the bundled model, so nothing is fetched."""
     from lmagent.llm.embedded import DEFAULT_MODEL, resolve_model
 
     def command(task: Task, folder: Path, url: str) -> tuple[list[str], dict]:
@@ -595,6 +599,7 @@ def lmagent_oneshot(name: str, cache: Path | None, speculation: str) -> Agent:
             "XDG_CACHE_HOME": str(home),
             "EMBEDDED_MODEL": "",
             "EMBEDDED_SPECULATION": speculation,
+            "EMBEDDED_KEEP_WARM": str(keep_warm),
             "MAX_ITERATIONS": str(STEPS),
         }
         return argv, env
@@ -653,8 +658,9 @@ def agents(venvs: Path, base: Path | None) -> dict[str, Agent]:
         "mini-text": mini("mini-text", venvs, text_mode=True),
         "mini-tool": mini("mini-tool", venvs, text_mode=False),
         "aider": aider(venvs),
-        ONESHOT: lmagent_oneshot(ONESHOT, venvs / "cache", "ngram-simple"),
-        ONESHOT_BEFORE: lmagent_oneshot(ONESHOT_BEFORE, None, "none"),
+        ONESHOT: lmagent_oneshot(ONESHOT, venvs / "cache", "ngram-simple", 5),
+        ONESHOT_UNWARMED: lmagent_oneshot(ONESHOT_UNWARMED, venvs / "cache-0", "ngram-simple", 0),
+        ONESHOT_BEFORE: lmagent_oneshot(ONESHOT_BEFORE, None, "none", 0),
     }
     if base is not None:
         found["lmagent-base"] = lmagent("lmagent-base", base, embedded=False)
@@ -1018,7 +1024,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.table:
         print(table(load(args.table)))
         return 0
-    from lmagent.llm.embedded import resolve_model
+    from lmagent.llm.embedded import resolve_model, stop_warm_servers
 
     chosen = [t for t in TASKS if not args.tasks or t.name in args.tasks.split(",")]
     known = agents(args.venvs, args.base)
@@ -1027,14 +1033,17 @@ def main(argv: list[str] | None = None) -> int:
     done = {(o.agent, o.task) for o in load(args.out)}  # a run cut short goes on from there
     server = metered_server(resolve_model(args.model, print), args.speculation, args.cold)
     with server.start(print), Meter(server.base_url, args.cold) as meter:
-        for task in chosen:  # task by task: a benchmark cut short compares the same tasks
-            for name in args.agents.split(","):
-                if (name, task.name) in done:
-                    continue
-                outcome = run_one(known[name], task, meter, args.timeout, args.keep)
-                with args.out.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(outcome.__dict__) + "\n")
-                print(json.dumps(outcome.__dict__), flush=True)
+        try:
+            for task in chosen:  # task by task: a benchmark cut short compares the same tasks
+                for name in args.agents.split(","):
+                    if (name, task.name) in done:
+                        continue
+                    outcome = run_one(known[name], task, meter, args.timeout, args.keep)
+                    with args.out.open("a", encoding="utf-8") as out:
+                        out.write(json.dumps(outcome.__dict__) + "\n")
+                    print(json.dumps(outcome.__dict__), flush=True)
+        finally:
+            stop_warm_servers(args.venvs / "cache" / "lmagent" / "warm")  # lmagent-oneshot's
     print(table(load(args.out)))
     return 0
 

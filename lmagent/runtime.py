@@ -124,7 +124,8 @@ class Runtime:
         if self.model.source != "llama.cpp":
             return None
         folder = kv_cache() / "servers"
-        cache = server_cache(base_url(self.config.llm_url), folder, self.model.props)
+        url = base_url(self.config.llm_url)
+        cache = server_cache(url, folder, self.model.props, self.config.llm_api_key)
         return cache.register() if cache is not None else None
 
     def _choose_vision_model(self) -> str | None:

@@ -37,6 +37,7 @@ def cli_env(workspace: Path, llm=None, **extra: str) -> dict:
         SANDBOX_BACKEND="process",
         ALLOW_UNSANDBOXED_AUTO="true",  # the tests' commands are their own
         PYTHONUNBUFFERED="1",
+        EMBEDDED_KEEP_WARM="0",  # a test's embedded server ends with its run
     )
     env.update(extra)
     return env

@@ -93,6 +93,7 @@ def make_config(workspace: Path, llm: ScriptedLLM | None = None, **changes) -> C
         "LLM_RETRY_DELAY": "0.01",
         "LLM_RETRIES": "3",
         "SANDBOX_BACKEND": os.environ.get("TEST_SANDBOX_BACKEND", "auto"),
+        "EMBEDDED_KEEP_WARM": "0",  # a test's server ends with it
     }
     config = Config.load(environ=environ, cwd=workspace)
     return config.with_changes(**changes) if changes else config

@@ -1074,7 +1074,7 @@ def test_a_worker_with_embedded_starts_the_clis_embedded_server_and_stops_it(
         worker = subprocess.Popen(
             [sys.executable, str(ROOT / "agent_main.py"), "--scheduler", "--embedded",
              "--queue", redis_server.url, "--workspace", str(tmp_path)],
-            env=dict(os.environ, ENABLE_MCP="false"), cwd=ROOT, stdout=out,
+            env=dict(os.environ, ENABLE_MCP="false", EMBEDDED_KEEP_WARM="0"), cwd=ROOT, stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:

@@ -345,6 +345,13 @@ class Config:
         "--embedded's speculative decoding: ngram-simple (a file rewritten 2.3-2.7x faster; a "
         "reply may differ from none in a rounded near-tie) or none",
     )
+    embedded_keep_warm: float = _setting(
+        "EMBEDDED_KEEP_WARM",
+        _parse_number(float, 0, 1440),
+        "5",
+        "minutes --embedded's model server stays loaded after the last run using it ends, for "
+        "the next run to skip the load (as Ollama keeps a model loaded); 0 = stop it with the run",
+    )
     tool_call_mode: str = _setting(
         "TOOL_CALL_MODE",
         _parse_choice(*TOOL_CALL_MODES),

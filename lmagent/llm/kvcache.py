@@ -48,9 +48,16 @@ class PromptCache:
     the server's settings and version), `name` the files' name."""
 
     def __init__(
-        self, base_url: str, folder: Path, name: str, identity: dict, state_here: bool = True
+        self,
+        base_url: str,
+        folder: Path,
+        name: str,
+        identity: dict,
+        state_here: bool = True,
+        key: str = "",
     ):
         self.base_url = base_url
+        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.folder = folder
         self.name = name
         self.identity = identity
@@ -161,6 +168,7 @@ class PromptCache:
             response = requests.post(
                 f"{self.base_url}/slots/{SLOT}?action={action}",
                 json={"filename": self.state_file.name},
+                headers=self.headers,
                 timeout=TIMEOUT,
             )
             answer = response.json() if response.status_code == 200 else None
@@ -174,10 +182,10 @@ def cache_for(base_url: str) -> PromptCache | None:
     return _caches.get(base_url)
 
 
-def server_cache(base_url: str, folder: Path, props: dict) -> PromptCache | None:
+def server_cache(base_url: str, folder: Path, props: dict, key: str = "") -> PromptCache | None:
     """The prompt cache of a user's llama.cpp server at `base_url` that answered /props with
     `props`: one whose slot our requests use (one slot) and not the embedded server of this
-    process (it has its own); records kept in `folder`. None otherwise."""
+    process (it has its own); records kept in `folder`; `key`: LLM_API_KEY. None otherwise."""
     if props.get("total_slots") != 1 or cache_for(base_url) is not None:
         return None
     model = str(props.get("model_path") or "")
@@ -189,4 +197,4 @@ def server_cache(base_url: str, folder: Path, props: dict) -> PromptCache | None
         "llama.cpp": props.get("build_info") or "",
     }
     name = hashlib.sha256(f"{base_url} {model}".encode()).hexdigest()[:16]
-    return PromptCache(base_url, folder, f"lmagent-{name}", identity, state_here=False)
+    return PromptCache(base_url, folder, f"lmagent-{name}", identity, state_here=False, key=key)
