@@ -918,8 +918,9 @@ def run() -> dict:
     notes = f"{table(outcomes)}\n\nRecorded runs: {len(outcomes)} ({_dates(outcomes)})."
     if oneshot:
         notes += (
-            "\n\nOne-shot `--embedded` runs, a new server per task (each its own, so requests "
-            f"and tokens are not counted: 0 below):\n\n{table(oneshot)}"
+            "\n\nOne-shot `--embedded` runs, each task its own process and server (or the one "
+            "kept warm), not through the relay, so requests and tokens are not counted (0 "
+            f"below):\n\n{table(oneshot)}"
         )
     context = text_of(ROOT / "bench" / "tasks_notes.md").strip()  # how they were run
     notes = f"{context}\n\n{notes}" if context else notes
@@ -952,7 +953,22 @@ def oneshot_figures(outcomes: list[Outcome]) -> list[dict]:
         figures.append(figure(label, round(per[name], 1), "s"))
     ratio = round(per[ONESHOT] / per[ONESHOT_BEFORE], 2)
     name = f"{ONESHOT} / {ONESHOT_BEFORE}: wall time per task solved"
-    return [*figures, at_most(name, ratio, "×", 0.5)]
+    return [*figures, at_most(name, ratio, "×", 0.5), same_tasks_figure(outcomes)]
+
+
+def same_tasks_figure(outcomes: list[Outcome]) -> dict:
+    """Wall time of ONESHOT against ONESHOT_BEFORE on the tasks both solved (the issue's
+    "with the same tasks solved")."""
+    from bench.common import figure
+
+    seconds: dict[str, dict[str, float]] = {ONESHOT: {}, ONESHOT_BEFORE: {}}
+    for outcome in outcomes:
+        if outcome.agent in seconds and outcome.solved:
+            seconds[outcome.agent][outcome.task] = outcome.seconds
+    both = seconds[ONESHOT].keys() & seconds[ONESHOT_BEFORE].keys()
+    ours, before = (sum(seconds[name][task] for task in both) for name in seconds)
+    name = f"{ONESHOT} / {ONESHOT_BEFORE}: wall time on the {len(both)} tasks both solved"
+    return figure(name, round(ours / before, 2) if before else 0.0, "×")
 
 
 def versus_peers(outcomes: list[Outcome]) -> list[dict]:

@@ -49,6 +49,7 @@ EXPECTED = {
     "exercism": "Exercism's Python exercises, agents side by side on one small model",
     "speed": "--embedded on a CPU: a new run's first token, decoding with speculation",
     "wait": "harness time between the model's turns on whole real-model tasks (issue 35)",
+    "oneshot": "a one-shot --embedded run's first token, the server kept warm or not (issue 35)",
 }
 
 
