@@ -10,49 +10,44 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lmagent.checkpoints.recorder import StepRecorder, needs_checkpoint
+from lmagent.checkpoints.recorder import needs_checkpoint
 from lmagent.loop.checks import UNCHANGED, WorkChecks, failed_check, last_output_line
 from lmagent.loop.guards import LoopDetector
+from lmagent.loop.harness import HarnessTools
 from lmagent.loop.merge import merged_block
 from lmagent.loop.outcome import Outcome
-from lmagent.loop.permissions import PermissionGate
 from lmagent.loop.progress import TOOL_FIRST, Ticker
 from lmagent.loop.prompts import REPEATED_FAILURE, REPEATED_SUCCESS
 from lmagent.tools.registry import (
     ArgumentError,
-    ToolContext,
-    Toolset,
     bind_arguments,
     parse_arguments,
 )
 
 FILES_SHOWN = 10  # files a shell command changed, named in its result
 Emit = Callable[..., None]  # emit(kind, **data): an event of the run
-Look = Callable[[str, dict], dict]  # a reading tool's result, run for the model
 NextStep = Callable[[str, object, dict, bool], None]  # (name, arguments, result, ran changes)
 
 
 class CallRunner:
     """The calls of one run: `ran` holds the current step's, `changes` counts those of the run
     that changed files (without checkpoints, the changing tools that succeeded), and
-    `loop_message` says why the run must stop when a call was made too often. `checks` and
+    `loop_message` says why the run must stop when a call was made too often. The toolset,
+    context, gate, checkpoints and `look` are the run's as the harness has them; `checks` and
     `outcome` are the run's; `next_step` adds to a result what the model should do next
     (for a small model, lmagent.loop.checks.next_for_small_model)."""
 
     def __init__(
         self,
-        toolset: Toolset,
-        ctx: ToolContext,
-        gate: PermissionGate,
-        checkpoints: StepRecorder,
+        harness: HarnessTools,
         records: tuple[WorkChecks, Outcome],
         emit: Emit,
-        look: Look,
         next_step: NextStep,
     ):
-        self.toolset, self.ctx, self.gate, self.checkpoints = toolset, ctx, gate, checkpoints
+        self.toolset, self.ctx, self.gate = harness.toolset, harness.ctx, harness.gate
+        self.checkpoints, self.look = harness.checkpoints, harness.look
         self.checks, self.outcome = records
-        self.emit, self.look, self.next_step = emit, look, next_step
+        self.emit, self.next_step = emit, next_step
         self.loops = LoopDetector()
         self.loop_message = ""
         self.changes = 0

@@ -38,6 +38,7 @@ from lmagent.loop.conversation import Conversation
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
 from lmagent.loop.finish import Done, Finish
 from lmagent.loop.guards import NoProgress
+from lmagent.loop.harness import HarnessTools
 from lmagent.loop.history import (
     RESULT_TAG,
     assistant_message,
@@ -71,7 +72,6 @@ from lmagent.loop.prompts import (
 )
 from lmagent.loop.repeats import RESAMPLES, UNSTICK_TEMPERATURE, Repeats
 from lmagent.loop.restarts import AttemptUndo
-from lmagent.loop.verify import CHECK_ENV, CHECK_TIMEOUT
 from lmagent.sessions.store import Session, SessionStore, disk_full, disk_full_message
 from lmagent.sessions.waiting import record_ending
 from lmagent.tools.processes import stop_run_processes
@@ -149,43 +149,31 @@ class AgentRun:
         self.iterations = 0
         self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
         self.output_chars = output_chars(context_length)
+        self.checkpoints = StepRecorder(
+            config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
+        )
+        self.ctx = self.tool_context()
+        self.harness = HarnessTools(self.toolset, self.ctx, self.gate, self.checkpoints, self.say)
         task = str(session.meta.get("task") or "")
-        self.parser = ReplyParser(config, self.client, self.toolset, self.look, self.say, task)
+        look = self.harness.look
+        self.parser = ReplyParser(config, self.client, self.toolset, look, self.say, task)
         self.checks = WorkChecks()  # what the model changed and has not looked at
         self.outcome = Outcome()  # what this run did, for its ending
         self.git_changes = 0  # git commands that changed the repository (no file): files()
         self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
         self.called_tools = False  # in this run
-        self.checks_run = 0  # the harness's own check commands, each a checkpointed step
         self.last_calls_ok = True
         self.final_result: dict | None = None
         self.error = ""  # the first error they met
         self.step_ok = False  # a call of this step succeeded
         self.rules = _known(rules)  # the small-model rules applied (lmagent.loop.policy)
         self.nudges, self.repeats, self.attempts, self.finishing = self.small_model_rules()
-        self.checkpoints = StepRecorder(
-            config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
-        )
-        self.ctx = self.tool_context()
         self.undo = AttemptUndo(
             config.workspace, session, self.ctx, self.checkpoints, self.attempts, self.say
         )
-        self.calls = self.call_runner()
-        self.conversation = self.new_conversation(context_length)
-
-    def call_runner(self) -> CallRunner:
-        """How the model's calls are run: permission, checkpoint, what they did recorded."""
         records = (self.checks, self.outcome)
-        return CallRunner(
-            self.toolset,
-            self.ctx,
-            self.gate,
-            self.checkpoints,
-            records,
-            self.emit,
-            self.look,
-            self.next_step,
-        )
+        self.calls = CallRunner(self.harness, records, self.emit, self.next_step)
+        self.conversation = self.new_conversation(context_length)
 
     def new_conversation(self, context_length: int | None) -> Conversation:
         """The exchange with the model; a reply in text form is read up to its first action
@@ -216,7 +204,8 @@ class AgentRun:
             self.parser.text_calls_in,
         )
         attempts = Attempts(self.rules, repeats.small)
-        finishing = Finish(self.rules, nudges, self.checks, self.harness_shell, self.look, attempts)
+        harness = self.harness
+        finishing = Finish(self.rules, nudges, self.checks, harness.shell, harness.look, attempts)
         return nudges, repeats, attempts, finishing
 
     def tool_context(self) -> ToolContext:
@@ -372,7 +361,9 @@ class AgentRun:
     def kept(self) -> str:
         """For a small model (calling tools as text), what a compaction's summary keeps: the
         files this run changed, as they are now (lmagent.loop.named)."""
-        return changed_files_message(self.outcome.files, self.look) if self.text_calls else ""
+        return (
+            changed_files_message(self.outcome.files, self.harness.look) if self.text_calls else ""
+        )
 
     def files(self) -> str:
         """The workspace's files as the last checkpoint saw them (its tree), or, without
@@ -473,40 +464,13 @@ class AgentRun:
         """Before the first reply to a new task: the files and folders it names, as they are
         (lmagent.loop.named), and the commands it quotes, run (lmagent.loop.finish)."""
         self.parser.new_task(task)
-        text = "named_files" in self.rules and named_files_message(task, self.look)
+        text = "named_files" in self.rules and named_files_message(task, self.harness.look)
         if text:
             self.session.append({"role": "user", "content": text, "note": "named files"})
             self.say("showed the model the files the task names")
         commands = self.finishing.before_start(task)
         if commands:
             self.session.append({"role": "user", "content": commands, "note": "task commands"})
-
-    def harness_shell(self, command: str, ask: bool = True) -> dict | None:
-        """A check's command, run as the shell tool runs the model's (in the sandbox), when
-        the permission gate allows it (without asking, unless `ask`); None when it does not,
-        or there is no shell tool."""
-        asking = self.gate.needs_asking(True)
-        if "shell" not in self.toolset or (asking and not (ask and self.gate.ask)):
-            return None
-        allowed, _ = self.gate.request("shell", {"command": command}, True)
-        if not allowed:
-            return None
-        self.say(f"checking: {command.removeprefix(CHECK_ENV)}")
-        self.checks_run += 1
-        before = self.checkpoints.before("shell")  # a check may change files: undone as a step
-        result = self.toolset.execute(
-            self.ctx, "shell", {"command": command, "timeout": int(CHECK_TIMEOUT)}
-        )
-        change = self.checkpoints.after(before, "shell", f"check-{self.checks_run}")
-        if change.get("changed"):
-            self.say(f"the check changed {', '.join(change['changed'][:5])}")
-        return result
-
-    def look(self, name: str, arguments: dict) -> dict:
-        """A reading tool's result, run for the model (never one that changes things)."""
-        if name not in self.toolset or self.toolset.changes_things(name):
-            return {"success": False}
-        return self.toolset.execute(self.ctx, name, arguments)
 
     # ------------------------------------------------------------------ model
 
