@@ -3,7 +3,9 @@ permission asked, the tool run inside a checkpoint (a Python block merged into i
 lmagent.loop.merge), and what it did recorded: the checks owed and the next step for a small
 model (lmagent.loop.checks), the run's outcome, and the count of the same call made again.
 
-The run (lmagent.loop.run) runs a reply's calls in order with this and decides what follows.
+A reply's calls are run in order (`ReplyCalls`), their results recorded, and the run ended when
+it was stopped, blocked, looping or given a final result; the run (lmagent.loop.run) decides
+what else follows.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from collections.abc import Callable
 
 from lmagent.checkpoints.recorder import needs_checkpoint
 from lmagent.loop.checks import UNCHANGED, WorkChecks, failed_check, last_output_line
+from lmagent.loop.endings import Blocked, Completed, Interrupted
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.harness import HarnessTools
+from lmagent.loop.history import result_messages
 from lmagent.loop.merge import merged_block
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.progress import TOOL_FIRST, Ticker
@@ -25,6 +29,8 @@ from lmagent.tools.registry import (
 )
 
 FILES_SHOWN = 10  # files a shell command changed, named in its result
+CALL_NOT_RUN = "not run: the run ended before this call"
+AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
 Emit = Callable[..., None]  # emit(kind, **data): an event of the run
 NextStep = Callable[[str, object, dict, bool], None]  # (name, arguments, result, ran changes)
 
@@ -145,6 +151,81 @@ class CallRunner:
             result["note"] = REPEATED_SUCCESS
         elif count > 1 and not result.get("unchanged"):  # ... and one that failed, unchanged,
             result["note"] = REPEATED_FAILURE  # hoping for another result
+
+
+class ReplyCalls:
+    """The replies' calls of one run, each run by `runner`: `acted` once any ran, `last_ok`
+    whether all of the last reply's succeeded, and for the current step (`new_step`) `step_ok`,
+    one of them succeeded, and `error`, the first error they met. `succeeded` is told of each
+    call that succeeds; `text_calls` says whether the model calls tools as text (a small one);
+    results are cut to `output_chars` (lmagent.loop.history)."""
+
+    def __init__(
+        self,
+        runner: CallRunner,
+        output_chars: int,
+        succeeded: Callable[[], None],
+        text_calls: Callable[[], bool],
+    ):
+        self.runner, self.output_chars = runner, output_chars
+        self.succeeded, self.text_calls = succeeded, text_calls
+        self.acted = False
+        self.last_ok = True
+        self.final_result: dict | None = None
+        self.new_step()
+
+    def new_step(self) -> None:
+        """Before a step's reply: none of its calls has run yet."""
+        self.runner.ran, self.error, self.step_ok = [], "", False
+
+    def run(self, message: dict, calls: list[dict], native: bool) -> None:
+        """Record the assistant `message`, run its calls, record their results. When every call
+        only reads, the results join the message's fsync instead of waiting for it (a power
+        cut then loses at most this step, and nothing it changed)."""
+        runner = self.runner
+        session, stop, gate = runner.ctx.session, runner.ctx.stop, runner.gate
+        session.append(message)
+        self.acted = True
+        reads_only = not any(runner.toolset.changes_things(call["name"]) for call in calls)
+        self.last_ok = True
+        results = []
+        for call in calls:
+            if stop.stopped or self.final_result or gate.blocked:
+                results.append({"success": False, "error": CALL_NOT_RUN})
+                continue
+            if not self.last_ok and not native and self.text_calls():
+                results.append({"success": False, "error": AFTER_FAILURE})  # written unseen
+                continue
+            if call.get("refused"):  # a block that cannot be what it says (toolcalls.py)
+                self.last_ok = False
+                results.append({"success": False, "error": call["refused"]})
+                continue
+            result = runner.run(call)
+            self.step_ok = self.step_ok or bool(result.get("success"))
+            self.last_ok = self.last_ok and bool(result.get("success"))
+            self.error = self.error or error_of(result)
+            if result.get("success"):
+                self.succeeded()
+            if result.get("final") and result.get("success"):
+                self.final_result = result  # e.g. a sub-agent's report_result ends its run
+            results.append(result)
+        messages = result_messages(calls, results, native, self.output_chars)
+        session.extend(messages, group=reads_only)
+        session.save_meta(durable=False)
+        self.end_if_due()
+
+    def end_if_due(self) -> None:
+        """After a reply's calls: the run ends when it was stopped or blocked, a call was made
+        too often, or a call gave its final result."""
+        stop, gate = self.runner.ctx.stop, self.runner.gate
+        if stop.stopped:
+            raise Interrupted(stop.reason or "stopped")
+        if gate.blocked:
+            raise Blocked(gate.blocked)
+        if self.runner.loop_message:
+            raise Blocked(self.runner.loop_message)
+        if self.final_result:
+            raise Completed(self.final_result.get("summary", ""), result=self.final_result)
 
 
 def try_json(raw) -> object:

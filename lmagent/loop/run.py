@@ -32,7 +32,7 @@ from lmagent.llm.client import (
 )
 from lmagent.llm.toolcalls import FormatError
 from lmagent.loop.attempts import Attempts
-from lmagent.loop.calls import CallRunner, error_of
+from lmagent.loop.calls import CallRunner, ReplyCalls
 from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
 from lmagent.loop.conversation import Conversation
 from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
@@ -46,7 +46,6 @@ from lmagent.loop.history import (
     cut_in_block,
     output_chars,
     repair_history,
-    result_messages,
 )
 from lmagent.loop.named import (
     changed_files_message,
@@ -96,8 +95,6 @@ __all__ = [
 
 NO_PROGRESS_STEPS = 6  # steps in a row that achieve nothing end the run (0: never)
 Sink = Callable[[dict], None]
-CALL_NOT_RUN = "not run: the run ended before this call"
-AFTER_FAILURE = "not run: an action before it in your reply failed. Fix that first"
 
 
 @dataclass
@@ -148,7 +145,6 @@ class AgentRun:
         self.max_iterations = max_iterations or config.max_iterations
         self.iterations = 0
         self.earlier_iterations = int(session.meta.get("iterations") or 0)  # resumed: > 0
-        self.output_chars = output_chars(context_length)
         self.checkpoints = StepRecorder(
             config.workspace, session.id, agent_id, self.say, config.checkpoint_max_mb
         )
@@ -161,11 +157,6 @@ class AgentRun:
         self.outcome = Outcome()  # what this run did, for its ending
         self.git_changes = 0  # git commands that changed the repository (no file): files()
         self.progress = NoProgress(no_progress_steps or self.max_iterations + 1)
-        self.called_tools = False  # in this run
-        self.last_calls_ok = True
-        self.final_result: dict | None = None
-        self.error = ""  # the first error they met
-        self.step_ok = False  # a call of this step succeeded
         self.rules = _known(rules)  # the small-model rules applied (lmagent.loop.policy)
         self.nudges, self.repeats, self.attempts, self.finishing = self.small_model_rules()
         self.undo = AttemptUndo(
@@ -173,6 +164,12 @@ class AgentRun:
         )
         records = (self.checks, self.outcome)
         self.calls = CallRunner(self.harness, records, self.emit, self.next_step)
+        self.reply_calls = ReplyCalls(
+            self.calls,
+            output_chars(context_length),
+            self.finishing.call_succeeded,
+            lambda: self.text_calls,
+        )
         self.conversation = self.new_conversation(context_length)
 
     def new_conversation(self, context_length: int | None) -> Conversation:
@@ -333,15 +330,18 @@ class AgentRun:
             self.attempts.stalled_by_repeat,
         )
         said, before = self.repeats.notice(reply), self.files()
-        self.calls.ran, self.error, self.step_ok, self.nudges.problem = [], "", False, ""
+        self.reply_calls.new_step()
+        self.nudges.problem = ""
         repeat, changes = self.repeats.unstick, self.calls.changes
         try:
             self.take(reply, answering)
         finally:  # what it did, for a repeat of it to be known
-            self.repeats.remember(said, before, self.calls.ran, self.error)
+            self.repeats.remember(said, before, self.calls.ran, self.reply_calls.error)
         if self.attempts.due() and self.undo.start_again(self.afresh):
             return
-        self.count_progress(self.calls.changes > changes or (self.step_ok and not repeat))
+        self.count_progress(
+            self.calls.changes > changes or (self.reply_calls.step_ok and not repeat)
+        )
 
     def afresh(self) -> None:
         """What the run forgets of an attempt undone when the task is begun again
@@ -354,7 +354,7 @@ class AgentRun:
     def count_progress(self, progressed: bool) -> None:
         """End the run (blocked) after steps in a row that changed nothing and ran nothing new
         that worked (lmagent.loop.guards.NoProgress)."""
-        ending = self.progress.record(progressed, self.error or self.nudges.problem)
+        ending = self.progress.record(progressed, self.reply_calls.error or self.nudges.problem)
         if ending:
             raise Blocked(ending)
 
@@ -418,8 +418,8 @@ class AgentRun:
             self.attempts.repeated()
             return
         self.nudges.forgive()
-        self.run_calls(message, calls, native)
-        finished = COMPLETE_LINE.search(reply.content) and self.last_calls_ok
+        self.reply_calls.run(message, calls, native)
+        finished = COMPLETE_LINE.search(reply.content) and self.reply_calls.last_ok
         if (
             finished
             and self.saw_output(calls)
@@ -438,9 +438,9 @@ class AgentRun:
         state = self.session.state
         return Done(
             text_calls=self.text_calls,
-            acted=self.called_tools,
+            acted=self.reply_calls.acted,
             resumed=bool(self.earlier_iterations),
-            last_calls_ok=self.last_calls_ok,
+            last_calls_ok=self.reply_calls.last_ok,
             changed=self.outcome.files,
             open_work=len(state.open_todos() or state.open_steps()),
             task=str(self.session.meta.get("task") or ""),
@@ -490,47 +490,6 @@ class AgentRun:
         return self.conversation.query(True, temperature, unlike)
 
     # ------------------------------------------------------------------ tools
-
-    def run_calls(self, message: dict, calls: list[dict], native: bool) -> None:
-        """Record the assistant `message`, run its calls, record their results. When every call
-        only reads, the results join the message's fsync instead of waiting for it (a power
-        cut then loses at most this step, and nothing it changed)."""
-        self.session.append(message)
-        self.called_tools = True
-        reads_only = not any(self.toolset.changes_things(call["name"]) for call in calls)
-        self.last_calls_ok = True
-        results = []
-        for call in calls:
-            if self.stop.stopped or self.final_result or self.gate.blocked:
-                results.append({"success": False, "error": CALL_NOT_RUN})
-                continue
-            if not self.last_calls_ok and not native and self.text_calls:
-                results.append({"success": False, "error": AFTER_FAILURE})  # written unseen
-                continue
-            if call.get("refused"):  # a block that cannot be what it says (toolcalls.py)
-                self.last_calls_ok = False
-                results.append({"success": False, "error": call["refused"]})
-                continue
-            result = self.calls.run(call)
-            self.step_ok = self.step_ok or bool(result.get("success"))
-            self.last_calls_ok = self.last_calls_ok and bool(result.get("success"))
-            self.error = self.error or error_of(result)
-            if result.get("success"):
-                self.finishing.call_succeeded()
-            if result.get("final") and result.get("success"):
-                self.final_result = result  # e.g. a sub-agent's report_result ends its run
-            results.append(result)
-        messages = result_messages(calls, results, native, self.output_chars)
-        self.session.extend(messages, group=reads_only)
-        self.session.save_meta(durable=False)
-        if self.stop.stopped:
-            raise Interrupted(self.stop.reason or "stopped")
-        if self.gate.blocked:
-            raise Blocked(self.gate.blocked)
-        if self.calls.loop_message:
-            raise Blocked(self.calls.loop_message)
-        if self.final_result:
-            raise Completed(self.final_result.get("summary", ""), result=self.final_result)
 
     # ------------------------------------------------------------------ endings
 
