@@ -21,7 +21,6 @@ from lmagent.core.status import STATUS_ERROR, STATUS_RUNNING
 from lmagent.core.stop import StopToken
 from lmagent.core.workspace import Workspace
 from lmagent.llm.client import (
-    CUT_REPEATING,
     ContextOverflow,
     LLMClient,
     LLMError,
@@ -30,7 +29,6 @@ from lmagent.llm.client import (
     LLMUnreachable,
     Reply,
 )
-from lmagent.llm.toolcalls import FormatError
 from lmagent.loop.attempts import Attempts
 from lmagent.loop.calls import CallRunner, ReplyCalls
 from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
@@ -40,13 +38,11 @@ from lmagent.loop.finish import Done, Finish
 from lmagent.loop.guards import NoProgress
 from lmagent.loop.harness import HarnessTools
 from lmagent.loop.history import (
-    RESULT_TAG,
     assistant_message,
-    before_results,
-    cut_in_block,
     output_chars,
     repair_history,
 )
+from lmagent.loop.intake import ReplyIntake
 from lmagent.loop.named import (
     changed_files_message,
     named_files_message,
@@ -58,11 +54,8 @@ from lmagent.loop.permissions import NobodyToAsk, PermissionGate
 from lmagent.loop.policy import RULES, Nudges
 from lmagent.loop.prompts import (
     COMPLETE_LINE,
-    MADE_UP_RESULTS,
-    NUDGE_REPEATING,
     PLAN_APPROVED,
     PLAN_REQUEST,
-    cut_in_block_nudge,
     final_text,
     parse_plan,
     parse_wait,
@@ -169,6 +162,9 @@ class AgentRun:
             output_chars(context_length),
             self.finishing.call_succeeded,
             lambda: self.text_calls,
+        )
+        self.intake = ReplyIntake(
+            config, self.parser, self.nudges, session.append, lambda: self.text_calls, self.rules
         )
         self.conversation = self.new_conversation(context_length)
 
@@ -381,35 +377,10 @@ class AgentRun:
             # when no tools are offered: ask once more without them before calling it empty
             self.say("empty reply; asking again without tool definitions")
             reply = self.query(tools=False)
-        if answering and reply.content.strip():  # TOOL_SET=tiny: its answer ends the task
-            self.session.append(assistant_message(reply, []))
-            raise Completed(final_text(reply.content))
-        if reply.finish_reason == CUT_REPEATING:
-            self.session.append(assistant_message(reply, []))  # kept to one copy of the loop
-            self.nudges.push(NUDGE_REPEATING, "the model keeps repeating itself")
+        asked = self.intake.read(reply, answering)
+        if asked is None:  # the model was told why it cannot be used
             return
-        made_up = self.text_calls and RESULT_TAG in reply.content
-        if made_up:  # results a small model writes for its own actions: made up, not kept
-            reply.content = before_results(reply.content)
-        try:
-            calls, native = self.parser.parse(reply)
-        except FormatError as exc:
-            self.session.append(assistant_message(reply, []))
-            self.nudges.reprompt(str(exc))
-            return
-        message = assistant_message(reply, calls if native else [])
-        if not calls and made_up:
-            self.session.append(message)
-            self.nudges.reprompt(MADE_UP_RESULTS)
-            return
-        if not calls and self.text_calls and "cut_in_block" in self.rules and cut_in_block(reply):
-            self.session.append(message)
-            self.nudges.push(
-                cut_in_block_nudge(self.config.llm_max_tokens),
-                "the model's replies keep being cut off at their length limit",
-                "the reply was cut off inside a code block; asking for it again, shorter",
-            )
-            return
+        message, calls, native = asked
         if not calls:
             self.session.append(message)
             self.finishing.decide(reply.content, self.done())
