@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from lmagent.loop.endings import Blocked
+
 # --------------------------------------------------------------------------- permissions
 
 
@@ -50,3 +52,15 @@ class PermissionGate:
         if answer == "allow":
             return True, ""
         return False, f"the user denied permission for {tool}; do not retry it, choose another way"
+
+    def approve_plan(self, steps: list[dict]) -> None:
+        """--plan: the user's approval of the plan's `steps` before any tool runs, when someone
+        can be asked; raises Blocked without it."""
+        if self.ask is None:
+            return
+        try:
+            answer = str(self.ask("plan", {"steps": steps})).strip().lower()
+        except NobodyToAsk as exc:
+            raise Blocked(str(exc)) from None
+        if answer not in ("allow", "auto"):
+            raise Blocked("the plan was not approved; nothing was done")

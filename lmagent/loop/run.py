@@ -50,7 +50,7 @@ from lmagent.loop.named import (
 )
 from lmagent.loop.outcome import Outcome
 from lmagent.loop.parsing import ReplyParser
-from lmagent.loop.permissions import NobodyToAsk, PermissionGate
+from lmagent.loop.permissions import PermissionGate
 from lmagent.loop.policy import RULES, Nudges
 from lmagent.loop.prompts import (
     COMPLETE_LINE,
@@ -460,8 +460,6 @@ class AgentRun:
         self.emit("iteration", n=self.iterations, max=self.max_iterations)
         return self.conversation.query(True, temperature, unlike)
 
-    # ------------------------------------------------------------------ tools
-
     # ------------------------------------------------------------------ endings
 
     def make_plan(self) -> None:
@@ -473,13 +471,7 @@ class AgentRun:
         steps = parse_plan(reply.content) or [
             {"id": 1, "description": reply.content.strip()[:500], "status": "pending"}
         ]
-        if self.gate.ask is not None:
-            try:
-                answer = str(self.gate.ask("plan", {"steps": steps})).strip().lower()
-            except NobodyToAsk as exc:
-                raise Blocked(str(exc)) from None
-            if answer not in ("allow", "auto"):
-                raise Blocked("the plan was not approved; nothing was done")
+        self.gate.approve_plan(steps)
         self.session.state.plan = steps
         self.session.save_state()
         self.session.append({"role": "user", "content": PLAN_APPROVED, "note": "plan"})
