@@ -181,3 +181,15 @@ def test_one_shot_runs_share_one_server_and_stop_warm_ends_it(workspace, tmp_pat
         stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True)
     assert stopped.stdout.strip() == "stopped 1 kept-warm server(s)"
     assert ended(pid)
+
+
+def test_an_idle_server_does_not_retire_while_a_run_holds_a_lease(tmp_path):
+    """A run that took its lease and read the record just as the server's minutes ran out
+    keeps the server; without a lease the server retires and its record goes with it."""
+    warm = WarmServer(tmp_path / "warm", "model")
+    warm.clients.mkdir(parents=True)
+    warm.write(9, 4242, {}, "k")
+    lease = warm.take_lease()
+    assert not warm.retire(4242) and warm.record_file.exists()
+    lease.unlink()
+    assert warm.retire(4242) and not warm.record_file.exists()

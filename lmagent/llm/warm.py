@@ -57,14 +57,16 @@ def live_leases(clients: Path) -> list[Path]:
 
 
 def watch_idle(clients: Path, minutes: float, done: threading.Event) -> None:
-    """Set `done` once no client has held a lease for `minutes` (the server's exit)."""
+    """Set `done` once no client has held a lease in `clients` for `minutes` and the server
+    has retired (the server's exit)."""
+    warm = WarmServer.of_clients(clients)
     idle_since: float | None = None
     while not done.wait(POLL):
         if live_leases(clients):
             idle_since = None
         elif idle_since is None:
             idle_since = time.monotonic()
-        elif time.monotonic() - idle_since >= minutes * 60:
+        elif time.monotonic() - idle_since >= minutes * 60 and warm.retire(os.getpid()):
             done.set()
 
 
@@ -135,6 +137,15 @@ class WarmServer:
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
             json.dump(record, file)
         os.replace(temporary, self.record_file)
+
+    def retire(self, pid: int) -> bool:
+        """The server `pid`, idle, leaves: under the lock, so a run that took a lease and
+        read the record meanwhile keeps it (False), and one coming after finds no record."""
+        with self.locked():
+            if live_leases(self.clients):
+                return False
+            self.forget(pid)
+            return True
 
     def forget(self, pid: int) -> None:
         """The server `pid` ends: its record goes, unless another server's replaced it."""
