@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lmagent.core.config import Config
-from lmagent.llm.client import LLMClient, base_url
+from lmagent.llm.client import LLMClient, auth_headers, base_url
 from lmagent.llm.embedded import kv_cache
 from lmagent.llm.kvcache import PromptCache, server_cache
 from lmagent.llm.probe import ModelInfo, probe_model, unreachable_message
@@ -125,7 +125,8 @@ class Runtime:
             return None
         folder = kv_cache() / "servers"
         url = base_url(self.config.llm_url)
-        cache = server_cache(url, folder, self.model.props, self.config.llm_api_key)
+        headers = auth_headers(self.config.llm_api_key)
+        cache = server_cache(url, folder, self.model.props, headers)
         return cache.register() if cache is not None else None
 
     def _choose_vision_model(self) -> str | None:

@@ -439,6 +439,11 @@ def _server_error(data: dict) -> LLMError:
 # --------------------------------------------------------------------------- transport
 
 
+def auth_headers(api_key: str) -> dict:
+    """The header that carries LLM_API_KEY (none without a key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
 def base_url(llm_url: str) -> str:
     return re.sub(r"(/v1)?/chat/completions$", "", chat_url(llm_url))
 
@@ -821,8 +826,7 @@ class LLMClient:
             "Content-Type": "application/json",
             "Content-Length": str(sum(len(chunk) for chunk in data)),
         }
-        if self.config.llm_api_key:
-            headers["Authorization"] = f"Bearer {self.config.llm_api_key}"
+        headers.update(auth_headers(self.config.llm_api_key))
         try:
             response = _post(conn, request_target(self.url), data, headers, reused, self.url)
         except TimeoutError:

@@ -452,10 +452,13 @@ class EmbeddedServer:
     def prompt_cache(self) -> PromptCache:
         """The saved prompt of this model, valid only for this model file, context size and
         llama.cpp version."""
-        from lmagent.llm.kvcache import PromptCache  # here: this file also runs as a script
+        from lmagent.llm.client import auth_headers  # here: this file also runs as a script
+        from lmagent.llm.kvcache import PromptCache
 
-        identity = {key: self.identity()[key] for key in ("model", "n_ctx", "llama.cpp")}
-        return PromptCache(self.base_url, self.slots, self.name(), identity, key=self.key)
+        settings = self.identity()
+        identity = {key: settings[key] for key in ("model", "n_ctx", "llama.cpp")}
+        headers = auth_headers(self.key)
+        return PromptCache(self.base_url, self.slots, self.name(), identity, headers=headers)
 
     def warm_server(self) -> WarmServer | None:
         from lmagent.llm.warm import WarmServer  # here: this file also runs as a script

@@ -54,10 +54,10 @@ class PromptCache:
         name: str,
         identity: dict,
         state_here: bool = True,
-        key: str = "",
+        headers: dict | None = None,
     ):
         self.base_url = base_url
-        self.headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.headers = headers or {}  # the server's key (client.auth_headers), if it asks one
         self.folder = folder
         self.name = name
         self.identity = identity
@@ -182,10 +182,12 @@ def cache_for(base_url: str) -> PromptCache | None:
     return _caches.get(base_url)
 
 
-def server_cache(base_url: str, folder: Path, props: dict, key: str = "") -> PromptCache | None:
+def server_cache(
+    base_url: str, folder: Path, props: dict, headers: dict | None = None
+) -> PromptCache | None:
     """The prompt cache of a user's llama.cpp server at `base_url` that answered /props with
     `props`: one whose slot our requests use (one slot) and not the embedded server of this
-    process (it has its own); records kept in `folder`; `key`: LLM_API_KEY. None otherwise."""
+    process (it has its own); records kept in `folder`; `headers`: LLM_API_KEY's. None otherwise."""
     if props.get("total_slots") != 1 or cache_for(base_url) is not None:
         return None
     model = str(props.get("model_path") or "")
@@ -197,4 +199,6 @@ def server_cache(base_url: str, folder: Path, props: dict, key: str = "") -> Pro
         "llama.cpp": props.get("build_info") or "",
     }
     name = hashlib.sha256(f"{base_url} {model}".encode()).hexdigest()[:16]
-    return PromptCache(base_url, folder, f"lmagent-{name}", identity, state_here=False, key=key)
+    return PromptCache(
+        base_url, folder, f"lmagent-{name}", identity, state_here=False, headers=headers
+    )

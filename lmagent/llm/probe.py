@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from lmagent.core.config import Config
-from lmagent.llm.client import base_url, json_object, open_connection, request_target
+from lmagent.llm.client import (
+    auth_headers,
+    base_url,
+    json_object,
+    open_connection,
+    request_target,
+)
 from lmagent.llm.errors import LLMError
 from lmagent.llm.quirks import OLLAMA_DEFAULT_WINDOW, SERVERS, Server
 
@@ -52,7 +58,7 @@ def probe_model(config: Config, timeout: float = 3.0) -> ModelInfo:
     """Ask the server what is loaded and how large its context window is (best effort): each
     kind of server in quirks.SERVERS, in order, until one answers."""
     base = base_url(config.llm_url)
-    headers = {"Authorization": f"Bearer {config.llm_api_key}"} if config.llm_api_key else {}
+    headers = auth_headers(config.llm_api_key)
     for server in SERVERS:
         try:
             data = _fetch_json(base + server.info_path, headers, timeout)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import requests
 
 from lmagent.core.config import Config
-from lmagent.llm.client import chat_url
+from lmagent.llm.client import auth_headers, chat_url
 from lmagent.llm.probe import ModelInfo
 from lmagent.llm.quirks import SERVERS, reply_format
 
@@ -104,7 +104,7 @@ def schema_honoured(config: Config, model: str) -> tuple[bool, str]:
     }
     if config.llm_model or model:
         body["model"] = config.llm_model or model
-    headers = {"Authorization": f"Bearer {config.llm_api_key}"} if config.llm_api_key else {}
+    headers = auth_headers(config.llm_api_key)
     try:
         response = requests.post(
             chat_url(config.llm_url), json=body, headers=headers, timeout=PROBE_TIMEOUT
