@@ -468,7 +468,8 @@ class EmbeddedServer:
     def start(self, progress: Callable[[str], None] = lambda text: None, timeout: float = 180):
         warm = self.warm_server()
         if warm is None:
-            return self._launch(progress, timeout)
+            self._launch(progress, timeout)
+            return self._ready(progress)
         with warm.locked():
             self.lease = warm.take_lease()
             try:
@@ -497,7 +498,7 @@ class EmbeddedServer:
         self.reused = True
         return True
 
-    def _launch(self, progress, timeout: float, log: Path | None = None) -> EmbeddedServer:
+    def _launch(self, progress, timeout: float, log: Path | None = None) -> None:
         """Start the server's process and wait until it answers. Its log goes to a file (a
         pipe nobody reads would fill up) that tells why it failed to start; without `log`
         (a server that ends with this process) its stdin is a pipe only this process holds,
@@ -524,7 +525,7 @@ class EmbeddedServer:
                 raise EmbeddedError(f"the embedded server exited with code {code}: {why}")
             if self._healthy():
                 progress(f"embedded model ready at {self.base_url}")
-                return self._ready(progress) if log is None else self
+                return
             if time.monotonic() - told >= PROGRESS_EVERY:
                 told = time.monotonic()
                 progress(f"loading the model ... {told - started:.0f} s")

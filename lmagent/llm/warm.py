@@ -13,13 +13,12 @@ The files of one model, in `folder` (0700; the user's cache):
   with SIGKILL holds nothing, as its process is gone.
 
 This file is imported by the server's own process (embedded.py run as a script): it imports
-nothing of lmagent.
+only lmagent.core.files of lmagent.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import threading
@@ -28,6 +27,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+
+from lmagent.core import files
 
 POLL = 1.0  # seconds between two looks at the leases (a directory listing)
 
@@ -93,12 +94,8 @@ class WarmServer:
     def locked(self) -> Iterator[None]:
         self.clients.mkdir(parents=True, exist_ok=True)
         self.folder.chmod(0o700)
-        with open(self.folder / f"{self.name}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with files.locked(self.folder / f"{self.name}.lock"):
+            yield
 
     def take_lease(self) -> Path:
         """This process uses the server (held until `release`, or its end)."""
