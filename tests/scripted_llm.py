@@ -612,6 +612,7 @@ class ScriptedLLM:
         self.args_chunk_size = args_chunk_size
 
         self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []  # each chat request's, names lowercased
         self.unscripted: list[dict[str, Any]] = []  # bodies answered with "no turns left"
         self.exhausted = False
         self.expect_failures: list[tuple[int, BaseException]] = []
@@ -890,6 +891,7 @@ class ScriptedLLM:
         with self._cond:
             index = len(self.requests)
             self.requests.append(body)
+            self.request_headers.append({k.lower(): v for k, v in handler.headers.items()})
             turn: Turn | None = self._turns.popleft() if self._turns else None
             if turn is None:
                 self.exhausted = True

@@ -50,6 +50,17 @@ def test_image_goes_to_the_vision_model_as_a_data_url(workspace):
         assert server.requests[-1]["model"] == "vision-model"
 
 
+def test_a_bare_server_address_reaches_the_chat_endpoint_without_an_empty_key(workspace):
+    # LLM_URL may be the server's address alone, as the client takes it; no key, no header
+    (workspace / "shot.png").write_bytes(png_bytes())
+    with ScriptedLLM([text("A red square.")]) as server:
+        config = make_config(workspace, server, llm_url=server.base_url, llm_api_key="")
+        ctx = tool_context(config)
+        result = Toolset([vision_tool("vision-model")]).execute(ctx, "vision", {"path": "shot.png"})
+        assert result["analysis"] == "A red square."
+        assert "authorization" not in server.request_headers[-1]
+
+
 def test_large_image_is_downscaled(workspace):
     (workspace / "big.png").write_bytes(png_bytes((4000, 1000)))
     with ScriptedLLM([text("wide")]) as server:

@@ -13,6 +13,7 @@ from typing import Annotated as A
 
 import requests
 
+from lmagent.llm.client import auth_headers, chat_url
 from lmagent.tools.registry import Tool, ToolContext, ToolError, make_tool
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
@@ -104,10 +105,12 @@ def ask_vision_model(config, model_id: str, prompt: str, image_url: str) -> str:
             }
         ],
     }
-    headers = {"Authorization": f"Bearer {config.llm_api_key}"}
     try:
         response = requests.post(
-            config.llm_url, json=body, headers=headers, timeout=(10, config.llm_timeout)
+            chat_url(config.llm_url),
+            json=body,
+            headers=auth_headers(config.llm_api_key),
+            timeout=(10, config.llm_timeout),
         )
     except requests.RequestException as exc:
         raise ToolError(f"the vision model could not be reached: {exc}") from None
