@@ -58,6 +58,7 @@ STARTS = {
     0: "the first",
     1: "the second (held out)",
     2: "the third (held out)",
+    3: "the fourth (held out)",
 }  # where each sample starts
 STEPS = bench_tasks.STEPS
 TIMEOUT = 600.0  # seconds per exercise and agent

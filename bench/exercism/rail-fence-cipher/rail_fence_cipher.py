@@ -1,0 +1,6 @@
+def encode(message, rails):
+    pass
+
+
+def decode(encoded_message, rails):
+    pass

@@ -1,0 +1,2 @@
+def rectangles(strings):
+    pass

@@ -1,0 +1,2 @@
+def resistor_label(colors):
+    pass

@@ -1,0 +1,2 @@
+def recite(start_verse, end_verse):
+    pass

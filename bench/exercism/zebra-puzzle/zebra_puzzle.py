@@ -1,0 +1,6 @@
+def drinks_water():
+    pass
+
+
+def owns_zebra():
+    pass
