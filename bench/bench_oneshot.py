@@ -21,22 +21,12 @@ from pathlib import Path
 
 import psutil
 
-from bench.common import ROOT, at_most, figure, median, result, temp_workspace
+from bench.common import ROOT, at_most, figure, median, model_cache, result, temp_workspace
 
 ROUNDS = 3
 TASK = "How many lines does notes.txt have? Answer with the number."
 FIRST_TOKEN_TARGET = 3.0
 TITLE = "--embedded one-shot runs: from the command to the first token, server kept warm or not"
-
-
-def cache_folder(parent: Path, name: str) -> Path:
-    """An XDG_CACHE_HOME with a link to the bundled model (nothing is fetched)."""
-    from lmagent.llm.embedded import DEFAULT_MODEL, resolve_model
-
-    models = parent / name / "lmagent" / "models"
-    models.mkdir(parents=True)
-    (models / DEFAULT_MODEL.file).symlink_to(resolve_model())
-    return parent / name
 
 
 def one_run(workspace: Path, cache: Path, keep_warm: float) -> dict:
@@ -89,7 +79,7 @@ def run() -> dict:
     runs: dict[str, list[dict]] = {"new": [], "warm": []}
     with temp_workspace() as workspace, temp_workspace("lmagent-bench-cache-") as parent:
         (workspace / "notes.txt").write_text("one\ntwo\nthree\n")
-        caches = {"new": cache_folder(parent, "new"), "warm": cache_folder(parent, "warm")}
+        caches = {"new": model_cache(parent / "new"), "warm": model_cache(parent / "warm")}
         try:
             one_run(workspace, caches["new"], 0)  # saves the prompt in its cache
             loading = one_run(workspace, caches["warm"], 5)  # loads the server kept warm

@@ -583,14 +583,10 @@ def lmagent_oneshot(name: str, cache: Path | None, speculation: str, keep_warm: 
     cache folder (XDG_CACHE_HOME) is `cache`, where the saved prompt is kept from task to task,
     or with `cache` None one of the task's own (nothing saved from an earlier run, as before
     issue 35); either holds a link to the bundled model, so nothing is fetched."""
-    from lmagent.llm.embedded import DEFAULT_MODEL, resolve_model
+    from bench.common import model_cache
 
     def command(task: Task, folder: Path, url: str) -> tuple[list[str], dict]:
-        home = cache or folder.parent / "cache"
-        models = home / "lmagent" / "models"
-        if not (models / DEFAULT_MODEL.file).exists():
-            models.mkdir(parents=True, exist_ok=True)
-            (models / DEFAULT_MODEL.file).symlink_to(resolve_model())
+        home = model_cache(cache or folder.parent / "cache")
         argv = [sys.executable, str(ROOT / "agent_main.py"), "--embedded", "--permission", "auto"]
         argv += ["--no-mcp", "--workspace", str(folder), task.prompt]
         env = {

@@ -271,3 +271,15 @@ def _answer(connection: socket.socket, function: Callable[[bytes], dict]) -> Non
                 data = b"data: " + event + b"\n\n"
                 connection.sendall(b"%x\r\n%s\r\n" % (len(data), data))
             connection.sendall(b"0\r\n\r\n")
+
+
+def model_cache(home: Path) -> Path:
+    """`home` as an XDG_CACHE_HOME holding a link to the bundled model, so an `--embedded` run
+    given it fetches nothing (its saved prompts go there too)."""
+    from lmagent.llm.embedded import DEFAULT_MODEL, resolve_model
+
+    models = home / "lmagent" / "models"
+    if not (models / DEFAULT_MODEL.file).exists():
+        models.mkdir(parents=True, exist_ok=True)
+        (models / DEFAULT_MODEL.file).symlink_to(resolve_model())
+    return home
