@@ -23,6 +23,8 @@ from tests.test_sandbox_restore_race import CANARY, Survivor, swappers
 from tests.test_small_model_actions import (
     ADD_BUG,
     FIXED,
+    LEAP,
+    LEAP_TEST,
     STILL_WRONG,
     TEST_CALC,
     calc_project,
@@ -73,6 +75,32 @@ def test_a_failing_change_proposed_again_begins_the_task_again(workspace):
     assert requests[2]["temperature"] == FRESH_TEMPERATURE
     assert not any("asking again" in line for line in statuses(events))
     assert "the reply repeats one that failed; not asked again" in statuses(events)
+
+
+@pytest.mark.parametrize(
+    "finish", ["TASK_COMPLETE", "A leap year is divisible by 4."], ids=["bare", "answer"]
+)
+def test_a_finish_with_nothing_done_while_the_tests_fail_begins_the_task_again(workspace, finish):
+    """The 1.5B model spent its first reply to an Exercism exercise listing the tests that
+    would fail (no code), then answered "nothing has been done yet" with TASK_COMPLETE: the
+    run ended with half its time left. A new attempt, sampled, writes the code."""
+    (workspace / "test_leap.py").write_text(LEAP_TEST)
+    listing = "1. **test_2000**: expected True, actual None"
+    steps = [text(listing), text(finish), text("leap.py\n```python\n" + LEAP + "```"), DONE]
+    result, requests, events = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    assert last_message(requests[1]).startswith("Nothing has been done yet")
+    assert requests[2]["messages"][:-1] == requests[0]["messages"]
+    assert requests[2]["temperature"] == FRESH_TEMPERATURE
+    assert result.status == "completed" and len(began_again(events)) == 1
+
+
+def test_a_finish_with_nothing_done_ends_blocked_once_no_attempt_is_left(workspace):
+    (workspace / "test_leap.py").write_text(LEAP_TEST)
+    replies = [(f"{n}. test_2000 fails", "TASK_COMPLETE") for n in range(RESTARTS + 1)]
+    steps = [text(reply) for pair in replies for reply in pair]
+    result, requests, events = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    assert result.status == "blocked" and result.message.startswith("nothing done")
+    assert len(requests) == 2 * (RESTARTS + 1) and len(began_again(events)) == RESTARTS
 
 
 def test_the_new_attempt_begins_with_the_files_as_they_were(workspace):

@@ -1713,7 +1713,9 @@ def test_an_answer_confirmed_while_the_tests_fail_is_no_ending(workspace):
     and the run does not end completed."""
     (workspace / "test_leap.py").write_text(LEAP_TEST)
     steps = [text("A leap year is divisible by 4, except centuries."), text("TASK_COMPLETE")]
-    result, _, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    result, _, _ = embedded_run(
+        workspace, steps, task="Make leap.py pass its tests.", rules=ONE_ATTEMPT
+    )
     assert result.status == "blocked" and result.message.startswith("nothing done")
 
 
@@ -1722,7 +1724,9 @@ def test_another_answer_after_nothing_was_done_is_no_ending_while_the_tests_fail
     nudge's own words; the run ended completed with all the exercise's tests failing."""
     (workspace / "test_leap.py").write_text(LEAP_TEST)
     steps = [text("A leap year is divisible by 4."), text("To save a file, write its path.")]
-    result, _, _ = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
+    result, _, _ = embedded_run(
+        workspace, steps, task="Make leap.py pass its tests.", rules=ONE_ATTEMPT
+    )
     assert result.status == "blocked" and result.message.startswith("nothing done")
 
 

@@ -1,5 +1,6 @@
 """A small model's attempts at its task (rule `fresh_start`): when the harness's check keeps
-failing, the attempt is undone and the task begun again from its opening, sampled.
+failing, the attempt is undone and the task begun again from its opening, sampled; so is an attempt
+whose model, never having acted, finishes again while the check fails.
 
 A 1.5B model told that its solution fails its tests rarely repairs it: on held-out Exercism
 exercises it wrote the same reply again, said that nothing was wrong, or answered "I cannot
@@ -102,6 +103,11 @@ class Attempts:
         times, then said it was done)."""
         if self.last is not None:
             self.failed = self.last
+
+    def stalled_by(self, check: Check) -> None:
+        """The attempt is stalled by `check`, failing where the model, never having acted,
+        finishes again (lmagent.loop.finish): the task is begun again."""
+        self.failed = check
 
     def stalled_by_repeat(self) -> bool:
         """Whether an action proposed again that failed before (`repeated`) would stall the

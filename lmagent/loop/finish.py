@@ -117,7 +117,8 @@ class Finish:
             return
         if done.never_acted and self.nudged_nothing and not shows_code(content):
             self.answer = content.strip()  # told that nothing was done, it answers again
-            self.keep_the_answer(done)
+            self.keep_the_answer(done)  # the run ends, or the task is begun again
+            return
         only_shown = self.only_shows_code(content, done)
         if not (self.finishes_unverified(done, only_shown) or self.finishes_unchecked(done)):
             raise Completed(content.strip())
@@ -176,10 +177,16 @@ class Finish:
         stands (a greeting answered "Hello! How can I help?"), unless the check that applies
         fails (a 1.5B model, never having acted, answered with the nudge's own words, and the
         run ended completed with the exercise's tests failing); with no answer given, the run
-        ends blocked, nothing done."""
+        ends blocked, nothing done. While the check fails and a new attempt can be made, the
+        task is begun again instead: the 1.5B model spent its first reply listing the
+        tests an Exercism exercise would fail, then answered the nudge with TASK_COMPLETE, and
+        the run ended with half its time left."""
         failed = self.verifier.failure(done.changed) if "verify" in self.rules else None
         if self.answer and failed is None:
             raise Completed(self.answer)
+        if failed is not None and self.attempts.possible():
+            self.attempts.stalled_by(failed)
+            return
         raise Blocked(NOTHING_DONE)
 
     def finishes_unverified(
@@ -234,7 +241,8 @@ class Finish:
             return False
         bare = bare_complete(content) and (done.text_calls or self.nudges.count > 0)
         if bare and self.nudged_nothing and done.text_calls:
-            self.keep_the_answer(done)
+            self.keep_the_answer(done)  # the run ends, or the task is begun again
+            return True
         if self.nudged_nothing or not (bare or shows_code(content)):
             return False
         self.nudged_nothing = True

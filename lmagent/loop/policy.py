@@ -37,7 +37,8 @@ RULES = frozenset(
         "wait_nudge",  # a small model's first WAIT: nudged once to act or finish
         "claims_without_tools",  # TASK_COMPLETE before any tool, with code or nothing else
         "verify",  # a finish after changes refused while its check fails
-        "fresh_start",  # a check failing again: the attempt undone, the task begun again, sampled
+        "fresh_start",  # a check failing again (or a finish, nothing done, while one fails):
+        # the attempt undone, the task begun again, sampled
         "unchecked",  # a finish with changes not looked at: shown, or asked to check, once
         "announced",  # work announced without a call: pushed to do it
         "code_nudge",  # code shown before any tool was called: told to act, once
