@@ -1,8 +1,9 @@
 """The embedded server kept loaded between runs (EMBEDDED_KEEP_WARM): a second one-shot run
-uses the server the first left and loads no model; a server of other settings is not used; the
-server ends once no run has used it for the minutes set, or at `--stop-warm`; it answers only
-requests carrying its key; a record naming another process is neither used nor signalled.
-Against llama.cpp's real server (xllamacpp) with SmolLM2, which loads in a second or two."""
+uses the server the first left and loads no model; a server of other settings is not used (it
+is replaced when idle, left to the run using it otherwise); the server ends once no run has
+used it for the minutes set, or at `--stop-warm`; it answers only requests carrying its key; a
+record naming another process is neither used nor signalled. Against llama.cpp's real server
+(xllamacpp) with SmolLM2, which loads in a second or two."""
 
 from __future__ import annotations
 
@@ -73,21 +74,44 @@ def test_a_second_server_uses_the_one_the_first_left_loaded(cache):
         second.stop()
 
 
-def test_a_kept_warm_server_of_other_settings_is_not_used(cache):
-    first = server(speculation="none", keep_warm=0.01).start()
+def test_an_idle_kept_server_of_other_settings_is_replaced_not_left_beside(cache):
+    first = server(speculation="none").start()
     first.stop()
-    second = server(speculation="ngram-simple").start()
+    shown: list[str] = []
+    second = server(speculation="ngram-simple").start(shown.append)
     try:
         assert second.pid != first.pid and not second.reused
+        assert ended(first.pid)  # one model's server kept, not two
         record = json.loads(
             WarmServer(embedded_llm.warm_servers(), second.name()).record_file.read_text()
         )
-        assert record["pid"] == second.pid  # the record names the newer server
+        assert record["pid"] == second.pid
+        assert any("stays loaded 5 min" in line for line in shown)
     finally:
         second.stop()
     assert embedded_llm.stop_warm_servers() == [second.pid]
     assert ended(second.pid)
-    assert ended(first.pid)  # no run holds it: it ends when its minute's hundredth runs out
+
+
+def test_a_kept_server_of_other_settings_in_use_by_another_run_is_left_to_it(cache):
+    first = server(speculation="none").start()
+    first.stop()
+    warm = WarmServer(embedded_llm.warm_servers(), first.name())
+    other_run = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (warm.clients / lease_name(other_run.pid)).touch()  # another run uses the kept server
+        shown: list[str] = []
+        second = server(speculation="ngram-simple").start(shown.append)
+        assert second.pid != first.pid and psutil.pid_exists(first.pid)
+        assert json.loads(warm.record_file.read_text())["pid"] == first.pid
+        assert any("kept loaded with other settings for another run" in s for s in shown)
+        assert [lease.name for lease in live_leases(warm.clients)] == [lease_name(other_run.pid)]
+        second.stop()
+        assert ended(second.pid)  # its own server ended with it
+        assert psutil.pid_exists(first.pid)
+    finally:
+        other_run.kill()
+        other_run.wait()
 
 
 def test_a_server_no_run_uses_ends_after_its_minutes_and_forgets_itself(cache):

@@ -473,20 +473,36 @@ class EmbeddedServer:
         with warm.locked():
             self.lease = warm.take_lease()
             try:
-                if not self._adopt(warm.read()):
-                    self._launch(progress, timeout, warm.log_file)
-                    warm.write(self.port, self.pid, self.identity(), self.key)
-                    progress(
-                        f"the model stays loaded {self.keep_warm:g} min after the last run "
-                        "(EMBEDDED_KEEP_WARM; stop it now: python -m lmagent.llm.embedded "
-                        "--stop-warm)"
-                    )
+                self._adopt_or_launch(warm, progress, timeout)
             except BaseException:
                 self._release()
                 raise
         if self.reused:
             progress(f"the model is loaded already (kept warm at {self.base_url})")
         return self._ready(progress)
+
+    def _adopt_or_launch(self, warm: WarmServer, progress, timeout: float) -> None:
+        """Use the kept server; or, where it runs other settings, replace it when no other
+        run uses it (one model's server kept, not two), or else start one that ends with
+        this run (the record and leases stay the other server's)."""
+        record = warm.read()
+        if self._adopt(record):
+            return
+        if record is not None and warm.in_use(besides=self.lease):
+            self._release()
+            self.keep_warm = 0
+            progress("the model is kept loaded with other settings for another run: this "
+                     "run's server ends with it")  # fmt: skip
+            self._launch(progress, timeout)
+            return
+        if record is not None:
+            warm.stop(record)
+        self._launch(progress, timeout, warm.log_file)
+        warm.write(self.port, self.pid, self.identity(), self.key)
+        progress(
+            f"the model stays loaded {self.keep_warm:g} min after the last run "
+            "(EMBEDDED_KEEP_WARM; stop it now: python -m lmagent.llm.embedded --stop-warm)"
+        )
 
     def _adopt(self, record: dict | None) -> bool:
         """Use the kept-warm server of `record` if it runs this model with these settings."""
@@ -605,11 +621,10 @@ def stop_warm_servers(folder: Path | None = None) -> list[int]:
     stopped = []
     folder = folder or warm_servers()
     for record_file in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        record = WarmServer(folder, record_file.stem).read()
-        if record is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(record["pid"], signal.SIGTERM)
-                stopped.append(record["pid"])
+        warm = WarmServer(folder, record_file.stem)
+        record = warm.read()
+        if record is not None and warm.stop(record, wait=0):
+            stopped.append(record["pid"])
     return stopped
 
 

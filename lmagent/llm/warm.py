@@ -31,6 +31,7 @@ import psutil
 from lmagent.core import files
 
 POLL = 1.0  # seconds between two looks at the leases (a directory listing)
+STOP_WAIT = 30.0  # seconds a replaced server has to end before its successor loads
 
 
 def lease_name(pid: int) -> str:
@@ -134,6 +135,24 @@ class WarmServer:
         with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
             json.dump(record, file)
         os.replace(temporary, self.record_file)
+
+    def in_use(self, besides: Path | None = None) -> bool:
+        """Whether a run other than the one holding `besides` holds a lease."""
+        return any(lease != besides for lease in live_leases(self.clients))
+
+    def stop(self, record: dict, wait: float = STOP_WAIT) -> bool:
+        """Stop the server of `record` (as `read` gave it: checked to serve these leases) and
+        forget it; wait up to `wait` seconds for it to end. Whether it was signalled."""
+        try:
+            server = psutil.Process(record["pid"])
+            server.terminate()
+        except psutil.Error:
+            return False
+        self.forget(record["pid"])
+        if wait:
+            with contextlib.suppress(psutil.Error):  # TimeoutExpired too: its own minutes end it
+                server.wait(timeout=wait)
+        return True
 
     def retire(self, pid: int) -> bool:
         """The server `pid`, idle, leaves: under the lock, so a run that took a lease and
