@@ -203,13 +203,10 @@ _NATIVE_CALLS = (
 # Only what changes of a Python file (lmagent.loop.merge): in rewrites that changed something,
 # 88-90 % of the lines the 1.5B model wrote were copied unchanged, at 15 tokens/s on 2 cores.
 # no worked example: a small model copies it literally (it ran "python app.py" in a folder
-# without one, five times). Fenced blocks first: a coder model writes them unasked. No
-# explanation first: on Exercism the 1.5B model wrote half of each reply's characters as prose
-# before its block (restating the task, "The error you're encountering is due to ..."), text
-# no speculation drafts, at 15 tokens/s.
+# without one, five times). Fenced blocks first: a coder model writes them unasked.
 _TEXT_CALLS = (
-    "How to act: write one action per reply, with no explanation before it. Your reply ends "
-    "with it; it runs, and its result comes back in the next message.\n"
+    "How to act: write one action per reply. Your reply ends with it; it runs, and its "
+    "result comes back in the next message.\n"
     "- Create or replace a file: write its path on a line of its own, then the file's whole "
     "new content in a fenced block (```python for Python code). To change a Python file that "
     "exists, the block may hold only the functions, classes or methods that change, each "
