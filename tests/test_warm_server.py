@@ -147,8 +147,8 @@ def test_the_record_and_its_folder_are_the_users_alone(cache):
 
 def test_a_record_naming_another_process_is_not_used_nor_signalled(cache, tmp_path):
     """A record whose pid is some other process (the server ended and its pid was reused, or
-    the file was written by someone else): not adopted, deleted, and --stop-warm leaves the
-    process alone."""
+    the file was written by someone else): not adopted, deleted, and neither --stop-warm nor a
+    run replacing a server of other settings signals the process."""
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
     try:
         probe = server()
@@ -161,6 +161,12 @@ def test_a_record_naming_another_process_is_not_used_nor_signalled(cache, tmp_pa
         started = probe.start()
         started.stop()
         assert started.pid != bystander.pid and started.port != 9 and bystander.poll() is None
+        embedded_llm.stop_warm_servers()
+        assert ended(started.pid)
+        warm.write(9, bystander.pid, {"other": "settings"}, "k")  # nor replaced as a server
+        replacing = server(speculation="ngram-simple").start()
+        replacing.stop()
+        assert bystander.poll() is None
     finally:
         bystander.kill()
         bystander.wait()
