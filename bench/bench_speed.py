@@ -171,7 +171,7 @@ def run() -> dict:
         f"each on a new server process. Decoding: {SOURCE.name}'s first 100 lines rewritten "
         f"whole (a rename; the first {REWRITE_TOKENS} tokens timed), and fresh code "
         f"({FRESH_TOKENS} tokens), with speculation '{tried}' (llama.cpp's draftless n-gram "
-        "speculation with its default sizes; no draft model: it would need a download) and "
+        "speculation with its default sizes; a draft model, measured below, halved decoding) and "
         f"without; chosen for --embedded: '{speculation}'. The machine is shared; compare the "
         "ratios, measured side by side."
     )
