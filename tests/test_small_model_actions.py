@@ -1182,6 +1182,44 @@ def test_a_named_command_that_only_wants_its_arguments_is_not_shown(workspace):
     assert "The commands named in the task" not in str(requests[0]["messages"])
 
 
+def test_a_named_test_run_where_every_test_fails_is_shown_after_the_first_change(workspace):
+    """Shown an exercise's stub failing all its tests before its first reply, the 1.5B model
+    began 11 of 16 replies explaining the failures; all failing, they say only that nothing
+    is written yet. The check after the first write shows them."""
+    (workspace / "calc.py").write_text("def add(a, b):\n    pass\n")
+    tests = "".join(
+        f"\n\ndef test_add_{n}():\n    assert add({n}, 3) == {n + 3}\n" for n in range(3)
+    )
+    (workspace / "test_calc.py").write_text("from calc import add\n" + tests)
+    steps = [text(STILL_WRONG), text(FIXED), text("TASK_COMPLETE")]
+    task = "Implement add in calc.py: `pytest -q test_calc.py` runs its tests."
+    result, requests, _ = embedded_run(workspace, steps, task=task)
+    assert "run before you start" not in str(requests[0]["messages"])
+    shown = str(requests[1]["messages"][-1]["content"])
+    assert "___ test_add_1 ___" in shown and "assert 2 == 4" in shown
+    assert "2 failed, 1 passed" in shown
+    assert result.status == "completed"
+
+
+@pytest.mark.parametrize(
+    ("tests", "all_failed"),
+    [
+        (["assert add(1, 1) == 2"] * 3, True),  # a stub: every test fails
+        (["assert add(1, 1) == 2"] * 2, False),  # one or two failing tests: a bug to see
+        (["assert add(1, 1) == 2"] * 3 + ["pass"], False),  # one passes
+        (["assert add(1, 1) == 2"] * 3 + ["raise_me(1"], False),  # in error: not collected
+    ],
+)
+def test_a_test_run_is_all_failed_only_when_every_one_of_several_tests_fails(
+    tmp_path, tests, all_failed
+):
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    pass\n")
+    for n, body in enumerate(tests):
+        test = f"from calc import add\n\n\ndef test_{n}():\n    {body}\n"
+        (tmp_path / f"test_{n}.py").write_text(test)
+    assert pytest_check(tmp_path).all_failed is all_failed
+
+
 SQUARES = "squares.py\n```python\nopen('squares.txt', 'w').write('1\\n4\\n')\n```"
 
 
@@ -1240,7 +1278,7 @@ def test_a_long_failing_test_run_shows_its_first_failures_short_the_next_listed_
         f"'failure number {n}'\n\n\n"
         for n in range(40)
     )
-    (workspace / "test_many.py").write_text(tests)
+    (workspace / "test_many.py").write_text(tests + "def test_passes():\n    pass\n")
     steps = [text("I see.\nTASK_COMPLETE")]
     task = "Make `python3 -m pytest -q test_many.py` pass."
     _, requests, _ = embedded_run(workspace, steps, task=task)
@@ -1249,7 +1287,7 @@ def test_a_long_failing_test_run_shows_its_first_failures_short_the_next_listed_
     assert "\n=== FAILURES ===\n___ test_0 ___\n" in shown and "\n___ test_1 ___\n" in shown
     assert "\n=== the other failing tests ===\nFAILED test_2 - AssertionError: failure" in shown
     assert "FAILED test_7 - " in shown and "test_8" not in shown and "___ test_2" not in shown
-    assert "\n(and 32 more)\n40 failed" in shown and "characters cut" not in shown
+    assert "\n(and 32 more)\n40 failed, 1 passed" in shown and "characters cut" not in shown
 
 
 def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace):
@@ -1263,6 +1301,7 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
         + "".join(
             f"\n\ndef test_add_{n}():\n    assert add(2, 3) == 5, {message!r}\n" for n in range(3)
         )
+        + "\n\ndef test_passes():\n    pass\n"  # not every test fails: shown before the start
     )
     steps = [text(STILL_WRONG), text(FIXED), text("TASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py: `pytest -q test_calc.py`")
@@ -1270,7 +1309,7 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
     assert f"FAILED test_add_2 - AssertionError: {message}" in first  # the task's command
     assert f"FAILED test_add_2 - AssertionError: {message}" in shown  # the third: listed
     assert "\n=== FAILURES ===\n___ test_add_0 ___\n" in shown  # not padded
-    assert "FFF [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
+    assert "FFF. [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
 
 
 def pytest_check(folder) -> Check:

@@ -67,6 +67,7 @@ LISTED_FAILURES = 6
 FAILURE_CHARS = 500
 FAILURE_SECTIONS = ("FAILURES", "ERRORS")
 SUMMARY_SECTION = "short test summary info"
+ALL_FAILED = re.compile(r"(\d+) failed(?:, \d+ warnings?)?")  # a pytest run's counts
 NODE_PATH = re.compile(r"^(FAILED|ERROR) \S*::")  # "FAILED x_test.py::XTest::", before the name
 CHECK_TIMEOUT = 60
 MAX_REFUSALS = 2  # finishes refused for a failing check before the run ends not verified
@@ -101,6 +102,14 @@ class Check:
     def usage_error(self) -> bool:
         """The program wants arguments the command did not give (argparse's exit code)."""
         return self.result.get("exit_code") == USAGE_ERROR and "pytest" not in self.command
+
+    @property
+    def all_failed(self) -> bool:
+        """A pytest run of more tests than a check shows tracebacks of, every one failing (none
+        passing, none in error): the picture of code not written yet (an exercise's stub),
+        where one or two failing tests point at a bug."""
+        counts = ALL_FAILED.fullmatch(self.outcome[0]) if self.outcome else None
+        return counts is not None and int(counts.group(1)) > TRACED_FAILURES
 
     @property
     def collected_nothing(self) -> bool:
@@ -256,9 +265,13 @@ class Verifier:
         """The task's commands run now, as a message for the model; blank when none ran. A
         usage error is not shown: a command named in the text is run without the arguments
         the text gives it (where they end cannot be told), and the 1.5B model read "the
-        following arguments are required" as the task being impossible."""
+        following arguments are required" as the task being impossible. Nor is a test run in
+        which every test fails (`all_failed`): shown an exercise's 54 failures of a stub,
+        the 1.5B model began 11 of 16 first replies explaining them ("The error indicates
+        that the function is returning None"); not shown them, all 16 began with the code
+        (bench/exercism_notes.md). The first check after a change shows them."""
         ran = (self.run(command) for command in self.commands)
-        checks = [check for check in ran if check is not None and not check.usage_error]
+        checks = [c for c in ran if c is not None and not c.usage_error and not c.all_failed]
         if not checks:
             return ""
         self.shown = self.shown_first = checks[-1].outcome
