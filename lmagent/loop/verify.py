@@ -1,15 +1,16 @@
-"""Checks by running things, never by the task's words (as aider's --auto-test): a command the
-task quotes is run before the model's first reply and its output shown (unless it only asks for
-its arguments); a finish after files changed is accepted when the check that applies passes:
-the workspace's tests, else the commands the task quotes as code, else each Python program
-changed is run (for at most PROGRAM_SECONDS: a usage error, or a program still running then,
-is no failure: it wants arguments, or it serves), or only compiled when it reads arguments or
-input. Test files pytest collects no test from (asserts at the top level) are run as scripts
-instead. Otherwise the model is shown the failure, at most MAX_REFUSALS times, and then the run
-ends "not verified". Each check is the harness's own shell call, run in the sandbox only when
-the permission gate allows it, and checkpointed as a step: what it changes is undone like the
-model's commands. Seen: a 1.5B model ended "completed" with a test file pytest could not
-collect, and with all of an exercise's tests failing after a sub-agent said "Implemented"."""
+"""Checks by running things, never by the task's words (as aider's --auto-test): a command the task
+quotes is run before the model's first reply and its output shown (unless it only asks for its
+arguments, or is a test run in which every test fails); a finish after files changed is accepted
+when the check that applies passes: the workspace's tests, else the commands the task quotes as
+code, else each Python program changed is run (for at most PROGRAM_SECONDS: a usage error, or a
+program still running then, is no failure: it wants arguments, or it serves), or only compiled
+when it reads arguments or input. Test files pytest collects no test from (asserts at the top
+level) are run as scripts instead. Otherwise the model is shown the failure, at most
+MAX_REFUSALS times, and then the run ends "not verified". Each check is the harness's own shell
+call, run in the sandbox only when the permission gate allows it, and checkpointed as a step:
+what it changes is undone like the model's commands. Seen: a 1.5B model ended "completed" with a
+test file pytest could not collect, and with all of an exercise's tests failing after a
+sub-agent said "Implemented"."""
 
 from __future__ import annotations
 
