@@ -40,6 +40,18 @@ DONE = text("Fixed.\nTASK_COMPLETE")
 TASK = "Fix the bug in calc.py."
 
 
+LAST_WORSE = 2 * RESTARTS - 1  # closest_then_worse's last write: wrong_add(LAST_WORSE)
+
+
+def wrong_add(n: int) -> str:
+    """A reply writing calc.py's add wrong (`wrong_line(n)`), `n` telling it from the others."""
+    return f"calc.py\n```python\ndef add(a, b):\n    {wrong_line(n)}\n```"
+
+
+def wrong_line(n: int) -> str:
+    return f"return a - b + {100 + n}"  # add(2, 3) is never 5
+
+
 def statuses(events: list[dict]) -> list[str]:
     return [e["message"] for e in events if e["type"] == "status"]
 
@@ -142,9 +154,7 @@ def test_a_check_failing_with_fewer_failures_is_progress_and_goes_on(workspace):
 
 def test_the_task_is_begun_again_at_most_restarts_times_then_ends_not_verified(workspace):
     calc_project(workspace)
-    wrong = [
-        f"calc.py\n```python\ndef add(a, b):\n    return a - b + {n}\n```" for n in range(10, 20)
-    ]
+    wrong = [wrong_add(n) for n in range(2 * (RESTARTS + 1))]
     steps = [text(reply) for reply in wrong[: 2 * (RESTARTS + 1)]]
     steps += [text("Done.\nTASK_COMPLETE")] * 3  # refused, said again, asked again
     result, requests, events = embedded_run(workspace, steps, task=TASK)
@@ -168,28 +178,29 @@ def test_a_run_ending_unfinished_leaves_the_files_of_its_closest_check(workspace
     last = Checkpoints(workspace).steps(result.session_id)[-1]
     assert last.get("kind") == "restore" and last["changed"] == ["calc.py"]
     restore_session(workspace, result.session_id, last["step"])  # --undo
-    assert "return a - b + 3" in (workspace / "calc.py").read_text()
+    assert wrong_line(LAST_WORSE) in (workspace / "calc.py").read_text()
 
 
 def closest_then_worse(workspace) -> list[dict]:
     """Two functions wrong and their tests in `workspace`; replies that fix one (twice, the
-    attempt then undone), then two attempts of writes that fix neither."""
+    attempt then undone), then RESTARTS attempts of writes that fix neither, the last of them
+    `wrong_add(LAST_WORSE)`."""
     (workspace / "calc.py").write_text(ADD_BUG + "\n\ndef mul(a, b):\n    return a + b\n")
     tests = TEST_CALC + "\n\ndef test_mul():\n    from calc import mul\n    assert mul(2, 3) == 6\n"
     (workspace / "test_calc.py").write_text(tests)
     closest = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```"
     also_one = "calc.py\n```python\ndef add(a, b):\n    return b + a\n```"
-    both = [f"calc.py\n```python\ndef add(a, b):\n    return a - b + {n}\n```" for n in range(4)]
+    both = [wrong_add(n) for n in range(LAST_WORSE + 1)]
     return [text(reply) for reply in [closest, also_one, *both]]
 
 
 def test_a_run_whose_last_check_was_its_closest_keeps_its_files(workspace):
     calc_project(workspace)
-    wrong = [f"calc.py\n```python\ndef add(a, b):\n    return a - b + {n}\n```" for n in range(6)]
+    wrong = [wrong_add(n) for n in range(2 * (RESTARTS + 1))]
     steps = [text(reply) for reply in wrong] + [text("Done.\nTASK_COMPLETE")] * 3
     result, _, _ = embedded_run(workspace, steps, task=TASK)
     assert result.status == "blocked" and "failed least" not in result.message
-    assert "return a - b + 5" in (workspace / "calc.py").read_text()
+    assert wrong_line(2 * RESTARTS + 1) in (workspace / "calc.py").read_text()
 
 
 def test_without_the_rule_the_attempt_goes_on(workspace):
@@ -217,7 +228,7 @@ def test_a_model_sampled_warm_keeps_its_last_files(workspace):
         config = embedded_config(workspace, llm, llm_temperature=1.0)
         result = run(config, "Make the tests pass.", [])
     assert result.status == "blocked" and "failed least" not in result.message
-    assert "return a - b + 3" in (workspace / "calc.py").read_text()
+    assert wrong_line(LAST_WORSE) in (workspace / "calc.py").read_text()
 
 
 def test_a_model_sampled_warm_is_never_begun_again(workspace):
