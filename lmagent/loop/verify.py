@@ -267,9 +267,9 @@ class Verifier:
         usage error is not shown: a command named in the text is run without the arguments
         the text gives it (where they end cannot be told), and the 1.5B model read "the
         following arguments are required" as the task being impossible. Nor is a test run in
-        which every test fails (`all_failed`): shown an exercise's 54 failures of a stub,
-        the 1.5B model began 11 of 16 first replies explaining them ("The error indicates
-        that the function is returning None"); not shown them, all 16 began with the code
+        which every test fails (`all_failed`): shown an exercise's failures of a stub, the
+        1.5B model began 11 of 16 first replies explaining them ("The error indicates that
+        the function is returning None"); not shown them, 7 of 8 began with a block
         (bench/exercism_notes.md). The first check after a change shows them."""
         ran = (self.run(command) for command in self.commands)
         checks = [c for c in ran if c is not None and not c.usage_error and not c.all_failed]
