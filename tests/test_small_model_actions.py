@@ -1312,6 +1312,41 @@ def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace
     assert "FFF. [100%]" in shown and "=" * 4 not in shown and "_" * 4 not in shown
 
 
+def test_the_models_own_test_run_is_shown_as_a_check_is(workspace):
+    """The 1.5B model's first reply to an exercise ran its tests: shown as pytest printed them,
+    26 long tracebacks filled 3,100 characters and each summary line was cut at 80 columns
+    ("- AssertionError: None !=..."). Its own run is condensed as the harness's checks are:
+    the first failures traced, the others listed whole."""
+    calc_project(workspace)
+    message = "add must return the sum of its two arguments, and this message says so at length"
+    (workspace / "test_calc.py").write_text(
+        "from calc import add\n"
+        + "".join(
+            f"\n\ndef test_add_{n}():\n    assert add(2, 3) == 5, {message!r}\n" for n in range(9)
+        )
+    )
+    own_run = text("```bash\npython -m pytest -q test_calc.py\n```")
+    steps = [own_run, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
+    shown = last_message(requests[1]).split("output:\n", 1)[1]
+    assert shown.startswith("FFFFFFFFF [100%]\n=== FAILURES ===\n___ test_add_0 ___\n"), shown
+    assert shown.count("\n___ test_add_") == 2 and "=" * 4 not in shown and "_" * 4 not in shown
+    assert (
+        f"\n=== the other failing tests ===\nFAILED test_add_2 - AssertionError: {message}" in shown
+    )
+    assert "\n(and 1 more)\n9 failed in " in shown
+    assert result.status == "completed"
+
+
+def test_commands_are_not_cut_at_80_columns(workspace):
+    """A model's command writes for a reader, not a terminal: pytest's summary lines and other
+    programs' tables are as wide as 160 columns."""
+    program = "width.py\n```python\nimport os\nprint('columns', os.environ['COLUMNS'])\n```"
+    steps = [text(program), text("```bash\npython3 width.py\n```"), text("TASK_COMPLETE")]
+    _, requests, _ = embedded_run(workspace, steps, task="Create width.py printing the width")
+    assert "output:\ncolumns 160" in last_message(requests[2])
+
+
 def pytest_check(folder) -> Check:
     """pytest run in `folder` as the harness runs it, as the check it makes."""
     command = PYTEST

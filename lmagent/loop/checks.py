@@ -252,7 +252,7 @@ def next_for_small_model(
     would run, run (`auto_check`), or a .json file parsed (`data_check`); else the next step
     named (`next_step`)."""
     check_for = functools.cache(verifier.check_for)  # a glob of the tests: once per call
-    if "auto_check" in rules and name == "shell" and shown_above(arguments, result, verifier):
+    if "auto_check" in rules and name == "shell" and own_test_run(arguments, result, verifier):
         return
     if "auto_check" in rules and check_after_change(
         name, arguments, result, verifier, check_for, checks
@@ -264,19 +264,23 @@ def next_for_small_model(
         name_next_step(name, arguments, result, ran, check_for)
 
 
-def shown_above(arguments: object, result: dict, verifier: Verifier) -> bool:
-    """A test run of the model's own that ends as the last check shown did (the same counts,
-    the same tests failing or none): its output is replaced by a line pointing there (the
-    1.5B model ran the tests its write's check had just run in 7 of 32 replies, and read both
-    outputs)."""
+def own_test_run(arguments: object, result: dict, verifier: Verifier) -> bool:
+    """A test run of the model's own (a pytest command) is shown as the harness's checks are:
+    when it ends as the last check shown did (the same counts, the same tests failing or
+    none), a line pointing there (the 1.5B model ran the tests its write's check had just run
+    in 7 of 32 replies, and read both outputs); otherwise condensed (`Check.shown_output`):
+    shown whole, its first run of an exercise's tests was 26 tracebacks' worth, 3,100
+    characters. Whether it was shown above (nothing more to say of it)."""
     command = arguments.get("command") if isinstance(arguments, dict) else None
     if not isinstance(command, str) or "exit_code" not in result:
         return False
     check = Check(command.strip(), result)
-    if not verifier.shows_again(check):
-        return False
-    result["output"] = SHOWN_ABOVE.format(check.outcome[0] if check.outcome else "")
-    return True
+    if verifier.shows_again(check):
+        result["output"] = SHOWN_ABOVE.format(check.outcome[0] if check.outcome else "")
+        return True
+    if check.outcome is not None:
+        result["output"] = check.shown_output()
+    return False
 
 
 def only_looks(command: str) -> bool:

@@ -32,9 +32,8 @@ BARE_RUN = re.compile(rf"(?<![\w/.-])(?:{'|'.join(TASK_RUNNERS)}) [\w./-]+\.py\b
 TEST_FILES = ("**/test_*.py", "**/*_test.py")
 # a check reads no __pycache__ (one the user's own runs left had cached calc.py; rewritten
 # within the same second at the same size, the check ran the old bytecode; no command writes
-# one: see the sandbox's command_env), and pytest's lines of failures are not cut at 80
-# columns ("FAILED test_x.py::test_input_base_is_zero - Asse..." hid the error's message)
-CHECK_ENV = "PYTHONPYCACHEPREFIX=/dev/null COLUMNS=160 "
+# one, nor cuts pytest's lines at 80 columns: see the sandbox's command_env)
+CHECK_ENV = "PYTHONPYCACHEPREFIX=/dev/null "
 # short tracebacks: the failing line and its error, not the whole test (a test's 20 lines of
 # dict literals came before the TypeError that mattered, and the end of the output was shown)
 SHORT_TRACEBACKS = "--tb=short"
@@ -117,15 +116,19 @@ class Check:
         return "pytest" in self.command and self.result.get("exit_code") == NO_TESTS
 
     def shown(self) -> str:
-        """The command, how it ended and its output (rules narrowed, the middle cut out), for
-        the model."""
-        output = str(self.result.get("output") or "").strip()
-        if PYTEST_RUN.match(self.command):  # a program's own dashes are its output
-            output = condensed(unpadded(output))
-        output = cut_middle(output, SHOWN_CHARS, "\n[… {} characters cut …]\n")
+        """The command, how it ended and its output (`shown_output`), for the model."""
+        output = self.shown_output()
         code = self.result.get("exit_code")
         ended = "timed out" if code is None else f"exit code {code}"
         return f"$ {self.command}\n({ended})\n{output}".rstrip()
+
+    def shown_output(self) -> str:
+        """Its output as the model is shown it: a pytest run's condensed (rules narrowed, the
+        first failures traced, the others listed), the middle cut out."""
+        output = str(self.result.get("output") or "").strip()
+        if PYTEST_RUN.match(self.command):  # a program's own dashes are its output
+            output = condensed(unpadded(output))
+        return cut_middle(output, SHOWN_CHARS, "\n[… {} characters cut …]\n")
 
     @property
     def outcome(self) -> tuple[str, frozenset[str]] | None:

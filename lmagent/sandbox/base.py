@@ -450,6 +450,9 @@ class RunnerSandbox:
         # no __pycache__ folders written into the user's workspace by the model's runs (each
         # was a changed file the model was shown, and was left behind)
         env.update(PYTHONDONTWRITEBYTECODE="1")
+        # output is read, not shown on a terminal: pytest cut its lines of failures at 80
+        # columns ("FAILED test_x.py::test_input_base_is_zero - Asse..." hid the error)
+        env.update(COLUMNS="160")
         env.update(GIT_AUTHOR_NAME=self.cfg.git_name, GIT_COMMITTER_NAME=self.cfg.git_name)
         env.update(GIT_AUTHOR_EMAIL=self.cfg.git_email, GIT_COMMITTER_EMAIL=self.cfg.git_email)
         for name in self.cfg.allowed_env:
