@@ -1290,19 +1290,23 @@ def test_a_long_failing_test_run_shows_its_first_failures_short_the_next_listed_
     assert "\n(and 32 more)\n40 failed, 1 passed" in shown and "characters cut" not in shown
 
 
+def failing_at_length(workspace, message: str, count: int, passing: bool = False) -> None:
+    """calc.py with its bug and `count` tests of it failing with `message`, a long line (and a
+    test that passes, with `passing`)."""
+    calc_project(workspace)
+    tests = "".join(
+        f"\n\ndef test_add_{n}():\n    assert add(2, 3) == 5, {message!r}\n" for n in range(count)
+    )
+    passes = "\n\ndef test_passes():\n    pass\n" if passing else ""
+    (workspace / "test_calc.py").write_text("from calc import add\n" + tests + passes)
+
+
 def test_the_lines_of_failures_a_check_shows_are_not_cut_at_80_columns(workspace):
     """pytest cuts a failure's summary line to the terminal's width: "FAILED
     all_your_base_test.py::...::test_input_base_is_zero - Asse..." hid what was expected; the
     task's own command, run before the first reply, showed "FAILED test_x - Assertion..."."""
-    calc_project(workspace)
     message = "the input base must be at least 2, and this message says so in a long line"
-    (workspace / "test_calc.py").write_text(
-        "from calc import add\n"
-        + "".join(
-            f"\n\ndef test_add_{n}():\n    assert add(2, 3) == 5, {message!r}\n" for n in range(3)
-        )
-        + "\n\ndef test_passes():\n    pass\n"  # not every test fails: shown before the start
-    )
+    failing_at_length(workspace, message, 3, passing=True)  # shown before the start
     steps = [text(STILL_WRONG), text(FIXED), text("TASK_COMPLETE")]
     _, requests, _ = embedded_run(workspace, steps, task="Fix calc.py: `pytest -q test_calc.py`")
     first, shown = last_message(requests[0]), str(requests[1]["messages"][-1]["content"])
@@ -1317,14 +1321,8 @@ def test_the_models_own_test_run_is_shown_as_a_check_is(workspace):
     26 long tracebacks filled 3,100 characters and each summary line was cut at 80 columns
     ("- AssertionError: None !=..."). Its own run is condensed as the harness's checks are:
     the first failures traced, the others listed whole."""
-    calc_project(workspace)
     message = "add must return the sum of its two arguments, and this message says so at length"
-    (workspace / "test_calc.py").write_text(
-        "from calc import add\n"
-        + "".join(
-            f"\n\ndef test_add_{n}():\n    assert add(2, 3) == 5, {message!r}\n" for n in range(9)
-        )
-    )
+    failing_at_length(workspace, message, 9)
     own_run = text("```bash\npython -m pytest -q test_calc.py\n```")
     steps = [own_run, text(FIXED), text("Fixed.\nTASK_COMPLETE")]
     result, requests, _ = embedded_run(workspace, steps, task="Fix the bug in calc.py.")
