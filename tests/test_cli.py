@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from lmagent.cli.repl import Repl
-from lmagent.cli.terminal import TerminalIO
+from lmagent.cli.terminal import TerminalIO, stop_on_signals
+from lmagent.core.stop import StopToken
 from lmagent.scheduler.service import start_background
 from lmagent.sessions.store import SessionStore
 from tests.cli_process import ROOT, Running, cli, cli_env, only_session
+from tests.conftest import wait_for
 from tests.pty_terminal import cli_with_terminal
 from tests.scripted_llm import error, text, tool_call
 
@@ -435,3 +437,18 @@ def test_a_dotenv_in_the_current_directory_is_used_but_the_environment_wins(work
     assert done.returncode == 2  # MAX_ITERATIONS=1 came from .env
     assert "? allow" not in done.stdout
     assert (workspace / "a.txt").exists()
+
+
+def test_a_stop_signal_never_waits_for_a_lock_the_interrupted_thread_holds():
+    """SIGTERM's handler runs on the main thread, between two of its steps: the scheduler,
+    stopped while its loop was inside `wake.wait()` (holding the Event's lock), set that Event
+    from the handler and waited for itself forever. The stop runs beside the thread it
+    interrupts, and happens once that thread lets go."""
+    stop, held, took = StopToken(), threading.Lock(), []
+    stop.add_callback(lambda: took.append(held.acquire(timeout=30)))
+    with stop_on_signals(stop, TerminalIO()):
+        with held:
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here, `held` held
+            assert took == []  # not yet: the lock is this thread's
+        stop.event.wait()
+    assert wait_for(lambda: took == [True], 30, "the stop's callback to take the lock")

@@ -326,7 +326,9 @@ def stop_on_signals(
     def handler(signum, frame):
         if io.asking or stop.stopped:
             raise KeyboardInterrupt
-        stop.stop("interrupted")
+        # stopping takes locks (an Event's, a token's) that the main thread, interrupted here,
+        # may hold: the scheduler, stopped from its own wake.wait(), waited for itself forever
+        threading.Thread(target=stop.stop, args=("interrupted",), daemon=True).start()
 
     previous = {signum: signal.signal(signum, handler) for signum in signums}
     try:
