@@ -154,8 +154,7 @@ def test_a_check_failing_with_fewer_failures_is_progress_and_goes_on(workspace):
 
 def test_the_task_is_begun_again_at_most_restarts_times_then_ends_not_verified(workspace):
     calc_project(workspace)
-    wrong = [wrong_add(n) for n in range(2 * (RESTARTS + 1))]
-    steps = [text(reply) for reply in wrong[: 2 * (RESTARTS + 1)]]
+    steps = [text(wrong_add(n)) for n in range(2 * (RESTARTS + 1))]
     steps += [text("Done.\nTASK_COMPLETE")] * 3  # refused, said again, asked again
     result, requests, events = embedded_run(workspace, steps, task=TASK)
     assert len(began_again(events)) == RESTARTS
