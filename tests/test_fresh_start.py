@@ -16,6 +16,7 @@ from lmagent.loop.attempts import FRESH_TEMPERATURE, RESTARTS, failures
 from lmagent.loop.restore import restore_session
 from lmagent.loop.run import RULES
 from lmagent.loop.verify import Check
+from lmagent.sessions.store import SessionStore
 from tests.conftest import wait_for
 from tests.scripted_llm import text
 from tests.test_race import GUARD, SWAPPER, _host_state
@@ -65,11 +66,11 @@ def test_a_check_failing_again_undoes_the_attempt_and_begins_the_task_again(work
     steps = [text(STILL_WRONG), text(TIMES_WRONG), text(FIXED), DONE]
     result, requests, events = embedded_run(workspace, steps, task=TASK)
     assert result.status == "completed" and "a + b" in (workspace / "calc.py").read_text()
-    first, again = requests[0]["messages"], requests[2]["messages"]
-    assert again[:-1] == first  # the history it began with, the attempt gone
-    note = again[-1]["content"]
+    assert requests[2]["messages"] == requests[0]["messages"]  # the opening, the attempt gone
+    history = SessionStore(workspace).open(result.session_id).history
+    note = next(m["content"] for m in history if m.get("note") == "again")
     assert note.startswith("[An earlier attempt at this task was undone: its check kept failing")
-    assert "(calc.py)" in note and "1 failed" in note
+    assert "(calc.py)" in note and "1 failed" in note  # the transcript says why
     temperatures = [r["temperature"] for r in requests]
     assert temperatures == [0.0, 0.0, FRESH_TEMPERATURE, 0.0]  # the new attempt's first, sampled
     assert len(began_again(events)) == 1
@@ -83,7 +84,7 @@ def test_a_failing_change_proposed_again_begins_the_task_again(workspace):
     steps = [text(STILL_WRONG)] * 2 + [text(FIXED), DONE]
     result, requests, events = embedded_run(workspace, steps, task=TASK)
     assert result.status == "completed" and len(began_again(events)) == 1
-    assert requests[2]["messages"][:-1] == requests[0]["messages"]
+    assert requests[2]["messages"] == requests[0]["messages"]
     assert requests[2]["temperature"] == FRESH_TEMPERATURE
     assert not any("asking again" in line for line in statuses(events))
     assert "the reply repeats one that failed; not asked again" in statuses(events)
@@ -101,7 +102,7 @@ def test_a_finish_with_nothing_done_while_the_tests_fail_begins_the_task_again(w
     steps = [text(listing), text(finish), text("leap.py\n```python\n" + LEAP + "```"), DONE]
     result, requests, events = embedded_run(workspace, steps, task="Make leap.py pass its tests.")
     assert last_message(requests[1]).startswith("Nothing has been done yet")
-    assert requests[2]["messages"][:-1] == requests[0]["messages"]
+    assert requests[2]["messages"] == requests[0]["messages"]
     assert requests[2]["temperature"] == FRESH_TEMPERATURE
     assert result.status == "completed" and len(began_again(events)) == 1
 

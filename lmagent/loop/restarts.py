@@ -1,7 +1,8 @@
 """Undoing a small model's attempt (rule fresh_start, lmagent.loop.attempts decides when): its
 files put back as they were at a checkpoint of the session, as a step of the session that
-undoing reverses, and the history the model is sent cut back to the attempt's opening. A run
-that ends unfinished leaves the files of its closest check."""
+undoing reverses, and the history the model is sent cut back to the attempt's opening (the
+note that says so is the transcript's, not sent). A run that ends unfinished leaves the files
+of its closest check."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from lmagent.checkpoints.recorder import StepRecorder
 from lmagent.checkpoints.shadow import CheckpointError
 from lmagent.loop.attempts import Attempts
 from lmagent.loop.endings import Blocked, LimitsExceeded, RunEnded
+from lmagent.loop.history import UNSENT_NOTE
 from lmagent.loop.prompts import closest_note, fresh_start_note
 from lmagent.loop.restore import RestoreRefused, undo_steps_since
 from lmagent.sessions.store import Session
@@ -55,7 +57,7 @@ class AttemptUndo:
             return False
         self.checkpoints.tree = tree or self.checkpoints.tree
         told = fresh_start_note(failed.last_line(), put_back)
-        note = {"role": "user", "content": told, "note": "again"}
+        note = {"role": "user", "content": told, "note": UNSENT_NOTE}  # for the transcript
         self.session.record_compaction(start, len(self.session.history), note)
         attempts.restarted(self.session.revision, self.steps_taken())
         afresh()
