@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from lmagent.checkpoints.steps import Checkpoints
-from lmagent.loop.attempts import FRESH_TEMPERATURE, RESTARTS, failures
+from lmagent.loop.attempts import FRESH_TEMPERATURE, NOTHING_RAN, RESTARTS, failures
 from lmagent.loop.restore import restore_session
-from lmagent.loop.run import RULES
+from lmagent.loop.run import NO_PROGRESS_STEPS, RULES
 from lmagent.loop.verify import Check
 from lmagent.sessions.store import SessionStore
 from tests.conftest import wait_for
@@ -41,6 +41,7 @@ DONE = text("Fixed.\nTASK_COMPLETE")
 TASK = "Fix the bug in calc.py."
 
 
+LOOPED_REQUESTS = 1 + 2 * 4  # a call run five times: each repeat is asked for again once
 LAST_WORSE = 2 * RESTARTS - 1  # closest_then_worse's last write: wrong_add(LAST_WORSE)
 
 
@@ -140,17 +141,77 @@ def test_the_attempt_undone_is_a_step_that_can_itself_be_undone(workspace):
     assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a * b\n"
 
 
-def test_a_check_failing_with_fewer_failures_is_progress_and_goes_on(workspace):
+def two_function_project(workspace) -> None:
+    """calc.py with `add` and `mul` both wrong, and a test of each."""
     (workspace / "calc.py").write_text(ADD_BUG + "\n\ndef mul(a, b):\n    return a + b\n")
     tests = TEST_CALC + "\n\ndef test_mul():\n    from calc import mul\n    assert mul(2, 3) == 6\n"
     (workspace / "test_calc.py").write_text(tests)
-    both_wrong = "calc.py\n```python\ndef add(a, b):\n    return b - a\n```"
-    one_wrong = FIXED
-    mul_fixed = "calc.py\n```python\ndef mul(a, b):\n    return a * b\n```"
-    steps = [text(both_wrong), text(one_wrong), text(mul_fixed), DONE]
+
+
+BOTH_WRONG = "calc.py\n```python\ndef add(a, b):\n    return b - a\n```"
+MUL_FIXED = "calc.py\n```python\ndef mul(a, b):\n    return a * b\n```"
+NOT_PYTHON = "calc.py\n```python\ndef add(a, b:\n    return a + b\n```"  # calc no longer imports
+
+
+def test_a_check_failing_with_fewer_failures_is_progress_and_goes_on(workspace):
+    two_function_project(workspace)
+    steps = [text(BOTH_WRONG), text(FIXED), text(MUL_FIXED), DONE]
     result, requests, events = embedded_run(workspace, steps, task="Make the tests pass.")
     assert "2 failed" in last_message(requests[1]) and "1 failed" in last_message(requests[2])
     assert result.status == "completed" and began_again(events) == []
+
+
+def test_a_new_attempt_doing_no_better_than_the_run_is_begun_again_at_its_first_check(workspace):
+    """A new attempt's write answering its failed check passed once in 70 on held-out
+    exercises, its first write 7 times in 86: a new attempt whose first check fails as much as
+    the run's best is not repaired; the next one begins at once."""
+    calc_project(workspace)
+    steps = [text(STILL_WRONG), text(TIMES_WRONG), text(wrong_add(0)), text(FIXED), DONE]
+    result, requests, events = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "completed" and len(began_again(events)) == 2
+    assert requests[3]["messages"] == requests[0]["messages"]
+    temperatures = [r["temperature"] for r in requests]
+    assert temperatures == [0.0, 0.0, FRESH_TEMPERATURE, FRESH_TEMPERATURE, 0.0]
+
+
+def test_a_new_attempt_doing_better_than_the_run_goes_on(workspace):
+    two_function_project(workspace)
+    steps = [text(BOTH_WRONG), text(wrong_add(0)), text(FIXED), text(MUL_FIXED), DONE]
+    result, requests, events = embedded_run(workspace, steps, task="Make the tests pass.")
+    assert requests[2]["messages"] == requests[0]["messages"]  # begun again after 2 and 2
+    assert "1 failed" in last_message(requests[3])  # the new attempt's first check: repaired
+    assert result.status == "completed" and len(began_again(events)) == 1
+
+
+def test_a_write_that_breaks_the_module_is_no_progress(workspace):
+    """A module that no longer imports fails its tests' run with "1 error": fewer than the
+    two failing before, but no test ran. The attempt is begun again, not repaired."""
+    two_function_project(workspace)
+    steps = [text(BOTH_WRONG), text(NOT_PYTHON), text(FIXED), text(MUL_FIXED), DONE]
+    result, requests, events = embedded_run(workspace, steps, task="Make the tests pass.")
+    assert result.status == "completed" and len(began_again(events)) == 1
+    assert requests[2]["messages"] == requests[0]["messages"]
+    assert "(1 error in" in began_again(events)[0]
+
+
+NOWHERE = {  # how an attempt is said to have gone nowhere: its replies
+    "no progress": [f"```bash\ncat missing{n}.txt\n```" for n in range(NO_PROGRESS_STEPS)],
+    "stuck in a loop": ["```bash\npython3 calc.py\n```"] * LOOPED_REQUESTS,
+}
+
+
+@pytest.mark.parametrize("ending", NOWHERE)
+def test_an_attempt_going_nowhere_while_the_check_fails_is_begun_again(workspace, ending):
+    """Steps without progress, or a call repeated, after a failing check: a new attempt, not
+    the run's end (the 1.5B model's new attempt ran its module five times, told each time that
+    nothing would change, and the run ended blocked with half its time left)."""
+    calc_project(workspace)
+    nowhere = NOWHERE[ending]
+    steps = [text(STILL_WRONG), *[text(reply) for reply in nowhere], text(FIXED), DONE]
+    result, requests, events = embedded_run(workspace, steps, task=TASK)
+    assert result.status == "completed"
+    assert began_again(events) and began_again(events)[0].startswith(ending)
+    assert requests[1 + len(nowhere)]["messages"] == requests[0]["messages"]
 
 
 def test_the_task_is_begun_again_at_most_restarts_times_then_ends_not_verified(workspace):
@@ -248,7 +309,9 @@ def test_a_model_sampled_warm_is_never_begun_again(workspace):
     [
         ("F.\n=== 1 failed, 1 passed in 0.01s ===", 1),
         ("FE\n3 failed, 2 errors in 0.10s", 5),
-        ("E\n1 error in 0.02s", 1),
+        ("E\n1 error in 0.02s", NOTHING_RAN),  # a module that no longer imports
+        ("no tests ran in 0.01s", NOTHING_RAN),
+        ("E.\n1 passed, 1 error in 0.02s", 1),
         ("Traceback...\nSyntaxError: invalid syntax", 1),  # failed, not counted: one
     ],
 )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from lmagent.checkpoints.recorder import needs_checkpoint
 from lmagent.loop.checks import UNCHANGED, WorkChecks, failed_check, last_output_line
-from lmagent.loop.endings import Blocked, Completed, Interrupted
+from lmagent.loop.endings import Blocked, Completed, Interrupted, Stuck
 from lmagent.loop.guards import LoopDetector
 from lmagent.loop.harness import HarnessTools
 from lmagent.loop.history import result_messages
@@ -58,6 +58,11 @@ class CallRunner:
         self.loop_message = ""
         self.changes = 0
         self.ran: list[dict] = []  # the calls of this step that ran
+
+    def forget_loops(self) -> None:
+        """A new attempt (lmagent.loop.restarts): the calls of the one undone are no loop."""
+        self.loops = LoopDetector()
+        self.loop_message = ""
 
     def run(self, call: dict) -> dict:
         """Run one call and record it; its result, with the notes the model is owed."""
@@ -223,7 +228,7 @@ class ReplyCalls:
         if gate.blocked:
             raise Blocked(gate.blocked)
         if self.runner.loop_message:
-            raise Blocked(self.runner.loop_message)
+            raise Stuck(self.runner.loop_message)
         if self.final_result:
             raise Completed(self.final_result.get("summary", ""), result=self.final_result)
 

@@ -30,6 +30,11 @@ class Blocked(RunEnded):
     status = STATUS_BLOCKED
 
 
+class Stuck(Blocked):
+    """Blocked going nowhere: a call repeated, steps without progress, nudges unheeded. A small
+    model's attempt may be begun again instead (lmagent.loop.attempts)."""
+
+
 class Waiting(RunEnded):
     status = STATUS_WAITING
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lmagent.core.text import shortened
-from lmagent.loop.endings import Blocked, Failed
+from lmagent.loop.endings import Failed, Stuck
 
 MAX_FORMAT_ERRORS = 3
 MAX_NUDGES = 3
@@ -77,7 +77,7 @@ class Nudges:
         """Nudge the model on (the person sees `why`); after MAX_NUDGES in a row the run ends
         blocked with `stuck`."""
         if self.count >= MAX_NUDGES:
-            raise Blocked(stuck)
+            raise Stuck(stuck)
         self.nudge(text, why or STOPPED_EARLY)
 
     def nudge(self, text: str, why: str = STOPPED_EARLY) -> None:

@@ -95,12 +95,12 @@ def cut_in_block_nudge(limit: int) -> str:
     )
 
 
-def fresh_start_note(check_line: str, put_back: list[str]) -> str:
+def fresh_start_note(why: str, put_back: list[str]) -> str:
     """The history of an attempt undone, for a new one (lmagent.loop.attempts): what the
     transcript holds in its place (the model is sent the opening alone: history.UNSENT_NOTE)."""
     files = f" ({', '.join(put_back[:5])}{', …' if len(put_back) > 5 else ''})" if put_back else ""
     return (
-        f"[An earlier attempt at this task was undone: its check kept failing ({check_line}). "
+        f"[An earlier attempt at this task was undone: {why}. "
         f"The files are as they were at the start{files}; the task was begun again.]"
     )
 

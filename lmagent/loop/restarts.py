@@ -42,10 +42,12 @@ class AttemptUndo:
         steps = self.checkpoints.checkpoints.steps(self.session.id)
         return steps[-1]["step"] if steps else 0
 
-    def start_again(self, afresh: Callable[[], None]) -> bool:
-        """Undo the attempt whose check keeps failing and begin the task again from the history
-        it began with; False when its files cannot be put back (the run goes on as it was)."""
-        attempts, failed = self.attempts, self.attempts.failed
+    def start_again(self, afresh: Callable[[], None], why: str = "") -> bool:
+        """Undo the attempt whose check keeps failing (or that went nowhere: `why`) and begin
+        the task again from the history it began with; False when its files cannot be put back
+        (the run goes on as it was)."""
+        attempts = self.attempts
+        why = why or f"its check kept failing ({attempts.failed.last_line()})"
         start, revision = attempts.opening
         try:
             if revision != self.session.revision:  # compacted since: its start is gone
@@ -56,12 +58,12 @@ class AttemptUndo:
             attempts.give_up()
             return False
         self.checkpoints.tree = tree or self.checkpoints.tree
-        told = fresh_start_note(failed.last_line(), put_back)
+        told = fresh_start_note(why, put_back)
         note = {"role": "user", "content": told, "note": UNSENT_NOTE}  # for the transcript
         self.session.record_compaction(start, len(self.session.history), note)
         attempts.restarted(self.session.revision, self.steps_taken())
         afresh()
-        self.say(f"the check fails again ({failed.last_line()}): attempt undone, task begun again")
+        self.say(f"{why}: attempt undone, task begun again")
         return True
 
     def closest_left(self, ended: RunEnded) -> RunEnded:

@@ -33,7 +33,14 @@ from lmagent.loop.attempts import Attempts
 from lmagent.loop.calls import CallRunner, ReplyCalls
 from lmagent.loop.checks import WorkChecks, changes_git, next_for_small_model
 from lmagent.loop.conversation import Conversation
-from lmagent.loop.endings import Blocked, Completed, Failed, Interrupted, LimitsExceeded, RunEnded
+from lmagent.loop.endings import (
+    Completed,
+    Failed,
+    Interrupted,
+    LimitsExceeded,
+    RunEnded,
+    Stuck,
+)
 from lmagent.loop.finish import Done, Finish
 from lmagent.loop.guards import NoProgress
 from lmagent.loop.harness import HarnessTools
@@ -331,6 +338,9 @@ class AgentRun:
         repeat, changes = self.repeats.unstick, self.calls.changes
         try:
             self.take(reply, answering)
+        except Stuck as stuck:
+            self.begin_again_or_end(stuck)
+            return
         finally:  # what it did, for a repeat of it to be known
             self.repeats.remember(said, before, self.calls.ran, self.reply_calls.error)
         if self.attempts.due() and self.undo.start_again(self.afresh):
@@ -339,10 +349,18 @@ class AgentRun:
             self.calls.changes > changes or (self.reply_calls.step_ok and not repeat)
         )
 
+    def begin_again_or_end(self, stuck: Stuck) -> None:
+        """An attempt that goes nowhere while the run's check fails is begun again, while one
+        may be (lmagent.loop.attempts); otherwise the run ends blocked. The 1.5B model's new
+        attempt ran its module five times, and the run ended with half its time left."""
+        if not (self.attempts.stuck() and self.undo.start_again(self.afresh, stuck.message)):
+            raise stuck
+
     def afresh(self) -> None:
         """What the run forgets of an attempt undone when the task is begun again
         (lmagent.loop.restarts): its finishing nudges, unchecked changes, idle steps."""
         self.finishing.new_attempt()
+        self.calls.forget_loops()
         self.checks.clear()
         self.nudges.forgive()
         self.progress.idle = 0
@@ -352,7 +370,7 @@ class AgentRun:
         that worked (lmagent.loop.guards.NoProgress)."""
         ending = self.progress.record(progressed, self.reply_calls.error or self.nudges.problem)
         if ending:
-            raise Blocked(ending)
+            self.begin_again_or_end(Stuck(ending))
 
     def kept(self) -> str:
         """For a small model (calling tools as text), what a compaction's summary keeps: the
