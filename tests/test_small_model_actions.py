@@ -20,6 +20,7 @@ from lmagent.llm.toolcalls import block_actions, extract_text_calls
 from lmagent.loop.compaction import SUMMARY_MARK
 from lmagent.loop.merge import examples_apart, merge_python
 from lmagent.loop.named import named_paths, resembled_file
+from lmagent.loop.prompts import SAID_AGAIN
 from lmagent.loop.run import NO_PROGRESS_STEPS, RULES, UNSTICK_TEMPERATURE
 from lmagent.loop.verify import PYTEST, Check, unpadded
 from lmagent.tools.shell import branch_note, explained, syntax_error_hint
@@ -111,6 +112,15 @@ def last_message(request: dict) -> str:
             [("write", {"path": "calc.py", "content": "x = 2\n"})],
         ),
         ("run.sh\n```bash\necho hi\n```", [("write", {"path": "run.sh", "content": "echo hi\n"})]),
+        (  # the 1.5B model's whole file as a write call's text: taken for prose, never saved
+            "write(allergies.py, ```python\nx = 1\n```)",
+            [("write", {"path": "allergies.py", "content": "x = 1\n"})],
+        ),
+        (  # ... its reply read up to the block's end
+            'Fixed:\nwrite("allergies.py", ```python\nx = 1\n```',
+            [("write", {"path": "allergies.py", "content": "x = 1\n"})],
+        ),
+        ("read(allergies.py, ```python\nx = 1\n```)", []),  # only a write takes a text
         ("```bash\n# TASK_COMPLETE\n```", []),  # only a comment: nothing to run
         ("```bash\ntask_complete\n```", []),  # the ending word: not a command
         ("Here is the code:\n```python\nprint(3)\n```", []),  # no path: only shown
@@ -964,6 +974,18 @@ def test_a_failed_call_repeated_unchanged_is_not_run_again(workspace):
         "Not run: python3 missing.py would fail the same way, as nothing has changed. "
         f"missing.py does not exist in the workspace ({workspace})."
     )
+
+
+def test_a_reply_copying_the_stand_in_for_a_repeat_is_that_repeat(workspace):
+    """Its history holding SAID_AGAIN for each repeat of a failing command, the 1.5B model wrote
+    it as its next reply, and the run ended "completed" with every test failing. It is the
+    reply before it again: not run, and the run ends blocked."""
+    calc_project(workspace)
+    failing = text("```bash\n# fix it\npython3 -m pytest -q test_calc.py\n```")
+    steps = [failing] * 3 + [text(SAID_AGAIN)] + [failing] * 5
+    result, _, _ = embedded_run(workspace, steps, task="Fix calc.py.", rules=ONE_ATTEMPT)
+    assert result.status == "blocked"
+    assert result.message == "the model keeps repeating actions that fail"
 
 
 def streamed_steps(events: list[dict]) -> list[str]:

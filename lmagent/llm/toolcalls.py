@@ -231,7 +231,14 @@ COMMAND_WORDS |= {"echo", "find", "git", "grep", "head", "ls", "make", "mkdir", 
 COMMAND_WORDS |= {"npm", "pip", "pip3", "printf", "pytest", "python", "python3", "rm", "sed"}
 COMMAND_WORDS |= {"sh", "sort", "tail", "touch", "tr", "uniq", "wc"}
 _FIRST_WORD = re.compile(r"^\s*(?:\$\s+)?(?:\w+=\S*\s+)*([\w.+-]+)(?:\s|$)")
-_BLOCK = re.compile(r"^[ \t]*```[ \t]*([\w.+-]*)[^\n]*\n(.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+# a fenced block, its fence on a line of its own or opening a write call whose path comes first
+# (the 1.5B model wrote `write(allergies.py, ```python` over a whole file, closed by "```)" or,
+# the reply read up to its block's end, by "```"; taken for prose, the file was never saved)
+_BLOCK = re.compile(
+    r"^[ \t]*(?:write\(\s*[\"']?([\w./-]+)[\"']?\s*,\s*)?```[ \t]*([\w.+-]*)[^\n]*\n(.*?)"
+    r"^[ \t]*```[ \t]*\)?[ \t]*$",
+    re.S | re.M,
+)
 LANGUAGE_SUFFIXES = {  # a fenced block's language -> the file names it can be
     "python": (".py",),
     "py": (".py",),
@@ -625,8 +632,10 @@ def _fenced_blocks(text: str) -> Iterator[tuple[int, str, str, str]]:
     wrote `echo "print('Hello, world!')" > hello.py` in one, twice, and was only told its
     finish failed: the block had been taken for text)."""
     for match in _BLOCK.finditer(text):
-        language, body = match.group(1).lower(), match.group(2)
-        path, body = _named_path(text[: match.start()], body, language)
+        language, body = match.group(2).lower(), match.group(3)
+        path = _as_path(match.group(1) or "")  # write(path, ```python
+        if not path:
+            path, body = _named_path(text[: match.start()], body, language)
         if not language and not path and _only_commands(body):
             language = "bash"
         yield match.end(), language, path, body

@@ -83,6 +83,7 @@ class Repeats:
         it again `begins_again` the task (lmagent.loop.attempts): the new attempt is sampled
         from the task alone, and each sample asked for here cost the 1.5B model about 25 s on
         2 cores of a 240 s Exercism run."""
+        reply = self.stand_in_copied(reply)
         began = reply.finish_reason == BEGAN_THE_SAME  # stopped early: see `unlike`
         if began:
             reply = self.began_as(reply)
@@ -101,6 +102,14 @@ class Repeats:
                 return sample
         self.nudges.status("no new reply; taking the repeated one")
         return reply
+
+    def stand_in_copied(self, reply: Reply) -> Reply:
+        """A reply that is only the stand-in the history holds for a repeated one (SAID_AGAIN)
+        is the last reply again: the 1.5B model, shown it three times in its history, wrote it
+        as its answer, and the run ended "completed" with every test failing."""
+        if reply.content.strip() != SAID_AGAIN or not self.texts:
+            return reply
+        return dataclasses.replace(reply, content=self.texts[-1])
 
     def unlike(self) -> list[str]:
         """The earlier replies of the run a small model's next reply is stopped at
