@@ -832,6 +832,22 @@ def test_python_in_a_bash_block_is_not_run_and_the_model_is_told_how(workspace, 
     assert (workspace / "answer.txt").read_text() == "8421\n"
 
 
+def test_a_function_fixed_in_a_bash_block_over_a_test_run_is_saved_then_the_tests_run(workspace):
+    """The 1.5B model wrote its fix of a function in a bash block and ran the tests under it:
+    bash stopped at the def's parenthesis, and the model sent the same block again."""
+    calc_project(workspace)
+    block = (
+        "```bash\n# Fix add so it adds\ndef add(a, b):\n    return a + b\n\n"
+        "# Run the tests again\npython3 -m pytest -q test_calc.py\n```"
+    )
+    steps = [text(block), text("Fixed.\nTASK_COMPLETE")]
+    result, requests, events = embedded_run(workspace, steps, task="Fix calc.py.")
+    assert (workspace / "calc.py").read_text() == ADD_BUG.replace("a - b", "a + b")
+    ran = [e["arguments"] for e in events if e["type"] == "tool_call" and e["name"] == "shell"]
+    assert ran == [{"command": "python3 -m pytest -q test_calc.py"}]
+    assert "1 passed" in last_message(requests[1]) and result.status == "completed"
+
+
 @pytest.mark.parametrize(
     "command", ["ls -la", "x=1\necho $x", "for f in *.py; do echo $f; done", "cat a | wc -l"]
 )
